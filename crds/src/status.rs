@@ -1,0 +1,15 @@
+//! Status vocabulary shared by both resources.
+
+/// The standard Kubernetes condition (`type`, `status`, `reason`, `message`, `lastTransitionTime`,
+/// `observedGeneration`).
+pub use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+
+/// Condition types memgate writes.
+pub mod condition_type {
+    /// The spec passed validation.
+    pub const ACCEPTED: &str = "Accepted";
+    /// Everything the spec refers to (dialect, Secret, plugin claim) was found and usable.
+    pub const RESOLVED_REFS: &str = "ResolvedRefs";
+    /// The provider is served by a gateway.
+    pub const READY: &str = "Ready";
+}

@@ -1,0 +1,303 @@
+//! `validate`: the same rules the operator enforces, run on files before anything reaches a cluster.
+//!
+//! Each document is parsed strictly, checked against the CRD's CEL rules client side and against
+//! the pure validation of `memgate-crds`; then references are resolved among the given documents
+//! and the built-in dialects. Secrets are optional (GitOps repositories rarely hold them), but a
+//! Secret that is given must hold a usable value for every key a provider references.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use kube::CustomResourceExt;
+use kube::core::cel::{ErrorKind, Validator};
+use memgate_crds::bundle::{Bundle, MissingSecrets, provider_references};
+use memgate_crds::manifest::{Object, classify, documents, identity, secret_data};
+use memgate_crds::validation::{Violation, memory_provider};
+use memgate_crds::{DialectPreset, MemoryProvider, crd};
+use serde_json::Value;
+
+/// Where a problem was found.
+#[derive(Debug, Clone)]
+struct Origin {
+    file: String,
+    index: usize,
+    identity: String,
+}
+
+/// One output line: file, document index, kind/name, field path, message.
+#[derive(Debug, Clone)]
+pub struct Problem {
+    origin: Origin,
+    violation: Violation,
+}
+
+impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let o = &self.origin;
+        write!(f, "{}: document {}: {}: {}", o.file, o.index, o.identity, self.violation)
+    }
+}
+
+/// The outcome of a `validate` run.
+#[derive(Debug, Default)]
+pub struct Report {
+    /// Output lines, one per problem.
+    pub lines: Vec<String>,
+    invalid: usize,
+    unreadable: usize,
+    objects: usize,
+    reported: std::collections::BTreeSet<(String, usize, String)>,
+}
+
+impl Report {
+    /// 0 all valid, 1 any invalid, 2 unreadable or unparsable input.
+    pub fn exit_code(&self) -> u8 {
+        if self.unreadable > 0 {
+            2
+        } else if self.invalid > 0 {
+            1
+        } else {
+            0
+        }
+    }
+
+    /// One closing line for standard error.
+    pub fn summary(&self) -> String {
+        format!(
+            "{} memgate object(s) checked: {} problem(s), {} unreadable input(s)",
+            self.objects, self.invalid, self.unreadable
+        )
+    }
+
+    /// Record a problem, unless the same field of the same document was already reported.
+    fn problem(&mut self, origin: &Origin, violation: Violation) {
+        let key = (origin.file.clone(), origin.index, violation.field.clone());
+        if !self.reported.insert(key) {
+            return;
+        }
+        self.invalid += 1;
+        self.lines.push(Problem { origin: origin.clone(), violation }.to_string());
+    }
+}
+
+/// Validate every YAML document under `paths`.
+pub fn validate_paths(paths: &[PathBuf]) -> Report {
+    let mut report = Report::default();
+    let mut files = Vec::new();
+    for path in paths {
+        if let Err(err) = collect_files(path, &mut files) {
+            report.unreadable += 1;
+            report.lines.push(format!("{}: unreadable: {err}", path.display()));
+        }
+    }
+    let mut bundle = Bundle::default();
+    let mut providers: Vec<(Origin, MemoryProvider)> = Vec::new();
+    let mut seen: BTreeMap<String, Origin> = BTreeMap::new();
+    let schemas = Schemas::new();
+    for file in files {
+        let name = file.display().to_string();
+        let text = match std::fs::read_to_string(&file) {
+            Ok(text) => text,
+            Err(err) => {
+                report.unreadable += 1;
+                report.lines.push(format!("{name}: unreadable: {err}"));
+                continue;
+            }
+        };
+        let docs = match documents(&text) {
+            Ok(docs) => docs,
+            Err(err) => {
+                report.unreadable += 1;
+                report.lines.push(format!("{name}: {err}"));
+                continue;
+            }
+        };
+        for (index, value) in docs {
+            let origin = Origin { file: name.clone(), index, identity: identity(&value) };
+            check_document(&origin, &value, &schemas, &mut report, &mut bundle, &mut providers, &mut seen);
+        }
+    }
+    for (origin, provider) in &providers {
+        for v in provider_references(provider, &bundle, memgate_presets::view, MissingSecrets::Allowed) {
+            report.problem(origin, v);
+        }
+    }
+    report
+}
+
+#[allow(clippy::too_many_arguments)]
+fn check_document(
+    origin: &Origin,
+    value: &Value,
+    schemas: &Schemas,
+    report: &mut Report,
+    bundle: &mut Bundle,
+    providers: &mut Vec<(Origin, MemoryProvider)>,
+    seen: &mut BTreeMap<String, Origin>,
+) {
+    let parsed = classify(value);
+    let memgate = matches!(value.get("kind").and_then(Value::as_str), Some("DialectPreset" | "MemoryProvider"));
+    if memgate {
+        report.objects += 1;
+    }
+    let mut found = Vec::new();
+    match &parsed {
+        Ok(Object::DialectPreset(preset)) => {
+            let name = preset.metadata.name.clone().unwrap_or_default();
+            if name.is_empty() {
+                found.push(Violation::new("metadata.name", "is required"));
+            }
+            found.extend(bundle.add_preset(&name, preset.spec.clone()));
+            note_duplicate(format!("DialectPreset/{name}"), origin, seen, &mut found);
+        }
+        Ok(Object::MemoryProvider(provider)) => {
+            let namespace = provider.metadata.namespace.clone().unwrap_or_else(|| "default".into());
+            let name = provider.metadata.name.clone().unwrap_or_default();
+            if name.is_empty() {
+                found.push(Violation::new("metadata.name", "is required"));
+            }
+            found.extend(memory_provider(&provider.spec));
+            note_duplicate(format!("MemoryProvider/{namespace}/{name}"), origin, seen, &mut found);
+            providers.push((origin.clone(), (**provider).clone()));
+        }
+        Ok(Object::Secret(secret)) => {
+            let namespace = secret.metadata.namespace.clone().unwrap_or_else(|| "default".into());
+            let name = secret.metadata.name.clone().unwrap_or_default();
+            bundle.secrets.insert((namespace, name), secret_data(secret));
+        }
+        Ok(Object::Other) => {}
+        Err(violations) => found.extend(violations.iter().cloned()),
+    }
+    if memgate {
+        let typed_ok = parsed.is_ok();
+        for v in schemas.cel(value, typed_ok) {
+            let covered = found.iter().any(|f| f.field.starts_with(&v.field) || v.field.starts_with(&f.field));
+            if !covered {
+                found.push(v);
+            }
+        }
+    }
+    for v in found {
+        report.problem(origin, v);
+    }
+}
+
+fn note_duplicate(key: String, origin: &Origin, seen: &mut BTreeMap<String, Origin>, found: &mut Vec<Violation>) {
+    if let Some(first) = seen.get(&key) {
+        found.push(Violation::new("metadata.name", format!("duplicate of {} document {}", first.file, first.index)));
+    } else {
+        seen.insert(key, origin.clone());
+    }
+}
+
+/// The CRD schemas, for client-side CEL evaluation.
+struct Schemas {
+    preset: Option<Value>,
+    provider: Option<Value>,
+}
+
+impl Schemas {
+    fn new() -> Self {
+        Schemas { preset: crd::schema_json(&DialectPreset::crd()), provider: crd::schema_json(&MemoryProvider::crd()) }
+    }
+
+    /// CEL rule failures of a memgate document. Runtime evaluation errors are reported only when
+    /// the document parsed (otherwise they merely echo a missing or mistyped field already reported).
+    fn cel(&self, value: &Value, typed_ok: bool) -> Vec<Violation> {
+        let schema = match value.get("kind").and_then(Value::as_str) {
+            Some("DialectPreset") => self.preset.as_ref(),
+            Some("MemoryProvider") => self.provider.as_ref(),
+            _ => None,
+        };
+        let Some(schema) = schema else { return Vec::new() };
+        let Err(errors) = Validator::new().validate(schema, value, None) else { return Vec::new() };
+        errors
+            .iter()
+            .filter(|e| typed_ok || e.kind != ErrorKind::EvaluationError)
+            .map(|e| {
+                // Every memgate rule message starts with the field it is about; root-level rules have
+                // no field path of their own, so the message supplies it.
+                let (head, rest) = e.message.split_once(' ').unwrap_or((&e.message, ""));
+                let head = head.trim_end_matches(':');
+                let (field, message) = if head.starts_with("spec") || head.starts_with("metadata") {
+                    (head.to_string(), rest.to_string())
+                } else if !e.field_path.is_empty() {
+                    (e.field_path.clone(), e.message.clone())
+                } else {
+                    ("<document>".to_string(), e.message.clone())
+                };
+                Violation::new(field, format!("{message} (CEL rule)"))
+            })
+            .collect()
+    }
+}
+
+fn collect_files(path: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
+    if path.is_dir() {
+        let mut entries: Vec<_> = std::fs::read_dir(path)?.collect::<Result<_, _>>()?;
+        entries.sort_by_key(|e| e.path());
+        for entry in entries {
+            let p = entry.path();
+            if p.is_dir() {
+                collect_files(&p, out)?;
+            } else if p.extension().is_some_and(|e| e == "yaml" || e == "yml") {
+                out.push(p);
+            }
+        }
+        Ok(())
+    } else {
+        std::fs::metadata(path)?;
+        out.push(path.to_path_buf());
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn example(name: &str) -> (String, Value) {
+        let path = format!("{}/../examples/invalid/{name}.yaml", env!("CARGO_MANIFEST_DIR"));
+        let text = std::fs::read_to_string(&path).expect("example exists");
+        let expect = text.lines().next().and_then(|l| l.strip_prefix("# expect: ")).expect("expect line").to_string();
+        let (_, doc) = documents(&text).expect("yaml").into_iter().next().expect("a document");
+        (expect, doc)
+    }
+
+    /// The CRD's CEL rules and the pure validation agree on every single-object rule: the API
+    /// server refuses at `kubectl apply` what the operator would refuse.
+    #[test]
+    fn cel_rules_flag_the_same_field_as_pure_validation() {
+        let schemas = Schemas::new();
+        for name in [
+            "origin-with-path",
+            "http-without-opt-in",
+            "basepath-traversal",
+            "two-dialects",
+            "reserved-builtin",
+            "timeout-range",
+            "no-access",
+            "custom-preset-ingest",
+            "builtin-name-taken",
+            "get-with-json-body",
+        ] {
+            let (expect, doc) = example(name);
+            let fields: Vec<_> = schemas.cel(&doc, true).into_iter().map(|v| v.field).collect();
+            let search_rule = expect.starts_with("spec.search") && fields.iter().any(|f| f == "spec.search");
+            assert!(fields.contains(&expect) || search_rule, "{name}: CEL flagged {fields:?}, expected {expect}");
+        }
+    }
+
+    #[test]
+    fn cel_accepts_the_quickstart() {
+        let schemas = Schemas::new();
+        for file in ["mem0-oss", "team-dialect"] {
+            let path = format!("{}/../examples/quickstart/{file}.yaml", env!("CARGO_MANIFEST_DIR"));
+            let text = std::fs::read_to_string(path).expect("example");
+            for (_, doc) in documents(&text).expect("yaml") {
+                assert!(schemas.cel(&doc, true).is_empty(), "{file}: {:?}", schemas.cel(&doc, true));
+            }
+        }
+    }
+}
