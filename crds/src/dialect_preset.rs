@@ -131,6 +131,7 @@ pub struct SearchSpec {
     #[x_kube(validation = Rule::new("!self.contains('//')").message("spec.search.path must not contain '//'"))]
     #[x_kube(validation = Rule::new("!self.matches('(^|/)[.][.]?(/|$)')").message("spec.search.path must not contain '.' or '..' segments"))]
     #[x_kube(validation = Rule::new("self.size() <= 512").message("spec.search.path must be at most 512 characters"))]
+    #[schemars(length(max = 512))]
     pub path: String,
     /// Where the query text goes.
     pub query_location: QueryLocation,

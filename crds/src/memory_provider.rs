@@ -81,10 +81,12 @@ pub struct DialectSource {
     /// Id of a built-in dialect compiled into memgate.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[x_kube(validation = Rule::new("self in ['mem0-platform-v3', 'mem0-oss-rest-2026-08', 'aliyun-polardb-mysql-2026-08']").message("spec.dialect.builtin must be one of mem0-platform-v3, mem0-oss-rest-2026-08, aliyun-polardb-mysql-2026-08"))]
+    #[schemars(length(max = 253))]
     pub builtin: Option<String>,
     /// Name of a cluster-scoped `DialectPreset`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[x_kube(validation = Rule::new("self.size() <= 253 && self.matches('^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$')").message("spec.dialect.presetRef must be a DialectPreset name (lower-case DNS subdomain)"))]
+    #[schemars(length(max = 253))]
     pub preset_ref: Option<String>,
 }
 
@@ -95,6 +97,7 @@ pub struct DialectSource {
 pub struct Endpoint {
     /// `scheme://host[:port]` only: no user info, path, query or fragment.
     #[x_kube(validation = Rule::new("self.matches('^https?://([A-Za-z0-9.-]+|\\\\[[0-9A-Fa-f:.]+\\\\])(:[0-9]{1,5})?/?$')").message("spec.endpoint.origin must be scheme://host[:port] with scheme http or https, and no user info, path, query or fragment"))]
+    #[schemars(length(max = 300))]
     pub origin: String,
     /// Path prefix joined before the dialect's path (default empty).
     #[serde(default)]
@@ -103,6 +106,7 @@ pub struct Endpoint {
     #[x_kube(validation = Rule::new("!self.contains('//')").message("spec.endpoint.basePath must not contain '//'"))]
     #[x_kube(validation = Rule::new("!self.matches('(^|/)[.][.]?(/|$)')").message("spec.endpoint.basePath must not contain '.' or '..' segments"))]
     #[x_kube(validation = Rule::new("self.size() <= 512").message("spec.endpoint.basePath must be at most 512 characters"))]
+    #[schemars(length(max = 512))]
     pub base_path: String,
     /// Allow plain `http` (trusted private networks only; default false).
     #[serde(default)]
@@ -123,9 +127,11 @@ pub struct Credentials {
 pub struct SecretKeyRef {
     /// Secret name.
     #[x_kube(validation = Rule::new("self.size() <= 253 && self.matches('^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$')").message("secretRef.name must be a Secret name (lower-case DNS subdomain)"))]
+    #[schemars(length(max = 253))]
     pub name: String,
     /// Key inside the Secret's data.
     #[x_kube(validation = Rule::new("self.size() <= 253 && self.matches('^[-._a-zA-Z0-9]+$')").message("secretRef.key must be a Secret data key (letters, digits, '-', '_' and '.')"))]
+    #[schemars(length(max = 253))]
     pub key: String,
 }
 
@@ -136,14 +142,17 @@ pub struct Scope {
     /// Sent as `user_id`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[x_kube(validation = Rule::new("self.size() >= 1 && self.size() <= 256 && !self.matches('[\\\\x00-\\\\x1f\\\\x7f]')").message("spec.scope.userId must be 1 to 256 characters without control characters"))]
+    #[schemars(length(max = 256))]
     pub user_id: Option<String>,
     /// Sent as `agent_id`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[x_kube(validation = Rule::new("self.size() >= 1 && self.size() <= 256 && !self.matches('[\\\\x00-\\\\x1f\\\\x7f]')").message("spec.scope.agentId must be 1 to 256 characters without control characters"))]
+    #[schemars(length(max = 256))]
     pub agent_id: Option<String>,
     /// Sent as `app_id`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[x_kube(validation = Rule::new("self.size() >= 1 && self.size() <= 256 && !self.matches('[\\\\x00-\\\\x1f\\\\x7f]')").message("spec.scope.appId must be 1 to 256 characters without control characters"))]
+    #[schemars(length(max = 256))]
     pub app_id: Option<String>,
 }
 
@@ -175,6 +184,7 @@ pub struct NexentSpec {
     /// PersistentVolumeClaim holding Nexent's plugin folder (default `nexent-memory-plugins`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[x_kube(validation = Rule::new("self.size() <= 253 && self.matches('^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$')").message("spec.nexent.pluginClaim must be a PersistentVolumeClaim name (lower-case DNS subdomain)"))]
+    #[schemars(length(max = 253))]
     pub plugin_claim: Option<String>,
 }
 
@@ -224,9 +234,11 @@ pub struct BearerTokenAccess {
 pub struct ServiceAccountAccess {
     /// Audience the projected token must be bound to.
     #[x_kube(validation = Rule::new("self.size() >= 1 && self.size() <= 253").message("spec.access.serviceAccounts.audience must be 1 to 253 characters"))]
+    #[schemars(length(max = 253))]
     pub audience: String,
-    /// ServiceAccounts allowed to call; at least one.
-    #[x_kube(validation = Rule::new("self.size() >= 1").message("spec.access.serviceAccounts.allowed must list at least one ServiceAccount"))]
+    /// ServiceAccounts allowed to call; 1 to 32 entries.
+    #[x_kube(validation = Rule::new("self.size() >= 1").message("spec.access.serviceAccounts.allowed must list 1 to 32 ServiceAccounts"))]
+    #[schemars(length(max = 32))]
     pub allowed: Vec<ServiceAccountRef>,
 }
 
@@ -236,10 +248,12 @@ pub struct ServiceAccountAccess {
 pub struct ServiceAccountRef {
     /// Namespace of the ServiceAccount.
     #[x_kube(validation = Rule::new("self.size() <= 63 && self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$')").message("serviceAccounts.allowed[].namespace must be a namespace name"))]
+    #[schemars(length(max = 63))]
     pub namespace: String,
     /// Name of the ServiceAccount; unset allows every ServiceAccount of the namespace.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[x_kube(validation = Rule::new("self.size() <= 253 && self.matches('^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$')").message("serviceAccounts.allowed[].name must be a ServiceAccount name"))]
+    #[schemars(length(max = 253))]
     pub name: Option<String>,
 }
 

@@ -14,6 +14,9 @@ pub fn parse_origin(field: &str, origin: &str, allow_insecure_http: bool) -> Res
             "must be scheme://host[:port] with scheme http or https, and no user info, path, query or fragment",
         )
     };
+    if origin.len() > 300 {
+        return Err(Violation::new(field, "must be at most 300 characters"));
+    }
     let rest = if let Some(rest) = origin.strip_prefix("https://") {
         rest
     } else if let Some(rest) = origin.strip_prefix("http://") {
@@ -93,6 +96,12 @@ mod tests {
         ] {
             assert!(parse_origin(F, bad, true).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn overlong_origin_is_refused() {
+        let long = format!("https://{}.example.com", "a".repeat(300));
+        assert!(parse_origin(F, &long, false).unwrap_err().message.contains("300"));
     }
 
     #[test]
