@@ -1,0 +1,181 @@
+//! The HTTP side of the engine: the one shared client, per-provider permits, the deadline and the
+//! response-size cap.
+//!
+//! This is the only code in memgate that performs upstream HTTP. It never follows redirects, never
+//! retries, never caches, never uses an environment proxy, and never logs or formats the query,
+//! the URL, the credential, a body or a transport error (whose text contains the URL).
+//!
+//! Concurrency policy: each provider key has its own semaphore of `permits_per_provider` permits,
+//! so a slow provider can only exhaust its own permits. A call waits for a permit until its
+//! deadline (the provider timeout, which bounds permit wait plus request); if the deadline passes
+//! while it is still queued the call fails with [`EngineError::Saturated`] (`rate_limited`,
+//! retryable) without contacting the upstream.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use memgate_crds::{DialectPresetSpec, SearchMethod};
+use memgate_presets::ContentEncoding;
+use reqwest::header::{HeaderValue, RETRY_AFTER};
+use tokio::sync::Semaphore;
+use tokio::time::{Instant, timeout_at};
+
+use super::error::EngineError;
+use super::normalize::{Item, normalize};
+use super::request::{Target, UpstreamRequest, build_search_request};
+
+/// Largest accepted response body: 1 MiB.
+pub const MAX_RESPONSE_BYTES: usize = 1024 * 1024;
+
+/// Default number of concurrent upstream requests per provider.
+pub const DEFAULT_PERMITS_PER_PROVIDER: usize = 16;
+
+/// Engine settings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EngineConfig {
+    /// Concurrent upstream requests allowed per provider key (at least 1).
+    pub permits_per_provider: usize,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        EngineConfig { permits_per_provider: DEFAULT_PERMITS_PER_PROVIDER }
+    }
+}
+
+/// The HTTP client could not be set up (TLS configuration); carries no detail by design.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("the upstream HTTP client could not be initialised")]
+pub struct EngineInitError;
+
+/// The bounded request engine: one shared connection pool, bounded per provider.
+///
+/// Cheap to share behind an `Arc`; every method takes `&self`.
+#[derive(Debug)]
+pub struct Engine {
+    client: reqwest::Client,
+    permits_per_provider: usize,
+    permits: Mutex<HashMap<String, Arc<Semaphore>>>,
+}
+
+impl Engine {
+    /// Build the engine and its HTTP client.
+    ///
+    /// TLS uses rustls with the `ring` provider (the one kube already links); if the process has
+    /// no default rustls provider yet, `ring` is installed as the default.
+    pub fn new(config: EngineConfig) -> Result<Engine, EngineInitError> {
+        if rustls::crypto::CryptoProvider::get_default().is_none() {
+            // Losing a race with another installer is fine: some provider is then installed.
+            let _ = rustls::crypto::ring::default_provider().install_default();
+        }
+        let client = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .no_proxy()
+            .build()
+            .map_err(|_| EngineInitError)?;
+        Ok(Engine { client, permits_per_provider: config.permits_per_provider.max(1), permits: Mutex::default() })
+    }
+
+    /// Run one search against `target` with `dialect`, returning at most `limit` items.
+    ///
+    /// `provider` keys the concurrency bound (use the provider's namespace/name). The target's
+    /// timeout bounds the whole call; dropping the returned future aborts the upstream request
+    /// (the connection is closed). Never retried.
+    pub async fn search(
+        &self,
+        provider: &str,
+        target: &Target,
+        dialect: &DialectPresetSpec,
+        encoding: ContentEncoding,
+        query: &str,
+        limit: u32,
+    ) -> Result<Vec<Item>, EngineError> {
+        let result = self.search_inner(provider, target, dialect, encoding, query, limit).await;
+        match &result {
+            Ok(items) => tracing::debug!(provider, outcome = "ok", items = items.len(), "upstream search"),
+            Err(err) => {
+                tracing::debug!(provider, outcome = "error", error_code = err.code().as_str(), "upstream search")
+            }
+        }
+        result
+    }
+
+    async fn search_inner(
+        &self,
+        provider: &str,
+        target: &Target,
+        dialect: &DialectPresetSpec,
+        encoding: ContentEncoding,
+        query: &str,
+        limit: u32,
+    ) -> Result<Vec<Item>, EngineError> {
+        let deadline = Instant::now() + target.timeout;
+        let request = build_search_request(target, dialect.auth, &dialect.search, query, limit)?;
+        let semaphore = self.semaphore(provider);
+        let _permit = timeout_at(deadline, semaphore.acquire_owned())
+            .await
+            .map_err(|_| EngineError::Saturated)?
+            // The semaphore is never closed.
+            .map_err(|_| EngineError::Saturated)?;
+        let body = timeout_at(deadline, self.fetch(request)).await.map_err(|_| EngineError::Timeout)??;
+        normalize(&body, &dialect.response, encoding, usize::try_from(limit).unwrap_or(usize::MAX))
+    }
+
+    /// The semaphore of `provider`, created on first use.
+    fn semaphore(&self, provider: &str) -> Arc<Semaphore> {
+        let mut permits = self.permits.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(existing) = permits.get(provider) {
+            return Arc::clone(existing);
+        }
+        let created = Arc::new(Semaphore::new(self.permits_per_provider));
+        permits.insert(provider.to_string(), Arc::clone(&created));
+        created
+    }
+
+    /// Send `request` and read its 2xx body, at most [`MAX_RESPONSE_BYTES`].
+    async fn fetch(&self, request: UpstreamRequest) -> Result<Vec<u8>, EngineError> {
+        let method = match request.method {
+            SearchMethod::Get => reqwest::Method::GET,
+            SearchMethod::Post => reqwest::Method::POST,
+        };
+        let mut builder = self.client.request(method, request.url);
+        for (name, value) in &request.headers {
+            let mut value = HeaderValue::from_str(value).map_err(|_| EngineError::InvalidRequest)?;
+            value.set_sensitive(*name == "authorization" || *name == "x-api-key");
+            builder = builder.header(*name, value);
+        }
+        if let Some(body) = &request.body {
+            builder = builder.body(serde_json::to_vec(body).map_err(|_| EngineError::InvalidRequest)?);
+        }
+        let mut response = builder.send().await.map_err(transport_error)?;
+
+        let status = response.status();
+        if !status.is_success() {
+            let retry_after = response.headers().get(RETRY_AFTER).map(HeaderValue::as_bytes);
+            return Err(EngineError::from_status(status.as_u16(), retry_after));
+        }
+        let limit = MAX_RESPONSE_BYTES as u64;
+        if response.content_length().is_some_and(|declared| declared > limit) {
+            return Err(EngineError::TooLarge);
+        }
+        let mut body = Vec::new();
+        while let Some(chunk) = response.chunk().await.map_err(transport_error)? {
+            if body.len() + chunk.len() > MAX_RESPONSE_BYTES {
+                return Err(EngineError::TooLarge);
+            }
+            body.extend_from_slice(&chunk);
+        }
+        Ok(body)
+    }
+}
+
+/// Classify a transport error without keeping it (its text contains the URL).
+fn transport_error(err: reqwest::Error) -> EngineError {
+    if err.is_connect() {
+        EngineError::Connect
+    } else if err.is_timeout() {
+        EngineError::Timeout
+    } else {
+        EngineError::Transport
+    }
+}
