@@ -1,0 +1,237 @@
+//! Turning parsed documents and Secret data into a [`Snapshot`], as a pure function.
+//!
+//! Every rule is the shared validation of `memgate-crds`, so the gateway refuses exactly what the
+//! operator and `memgate-operator validate` refuse.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use memgate_crds::bundle::{Bundle, MissingSecrets, provider_references, resolve_dialect};
+use memgate_crds::manifest::{Object, classify, identity, secret_data};
+use memgate_crds::validation::{Credential, Violation, credential_value, memory_provider, parse_origin};
+use memgate_crds::{MemoryProvider, SecretKeyRef};
+use memgate_presets::ContentEncoding;
+use serde_json::Value;
+
+use super::model::{Access, Provider, SECRET_MOUNT_API_VERSION, SECRET_MOUNT_KIND, Snapshot};
+use crate::engine::Target;
+
+/// Why a config could not be built: one line per problem, naming the document and the field.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid gateway config:\n  {}", .problems.join("\n  "))]
+pub struct BuildError {
+    /// `source: kind/name: field: message` lines; never a credential value.
+    pub problems: Vec<String>,
+}
+
+/// One parsed document and where it came from (for messages).
+pub type SourcedDocument = (String, Value);
+
+/// Build a snapshot from documents (`(source, value)`) and the data of mounted Secrets
+/// (`(namespace, name) -> key -> bytes`). All-or-nothing.
+pub fn build_snapshot(
+    documents: &[SourcedDocument],
+    mounted_secrets: &BTreeMap<(String, String), BTreeMap<String, Vec<u8>>>,
+) -> Result<Snapshot, BuildError> {
+    let mut problems = Vec::new();
+    let mut bundle = Bundle { secrets: mounted_secrets.clone(), ..Bundle::default() };
+    let mut providers: Vec<(String, MemoryProvider)> = Vec::new();
+    for (source, value) in documents {
+        if is_secret_mount(value) {
+            continue;
+        }
+        let id = identity(value);
+        match classify(value) {
+            Ok(Object::DialectPreset(preset)) => {
+                let name = preset.metadata.name.clone().unwrap_or_default();
+                for v in bundle.add_preset(&name, preset.spec) {
+                    problems.push(format!("{source}: {id}: {v}"));
+                }
+            }
+            Ok(Object::MemoryProvider(provider)) => providers.push((format!("{source}: {id}"), *provider)),
+            Ok(Object::Secret(secret)) => {
+                let ns = secret.metadata.namespace.clone().unwrap_or_else(|| "default".into());
+                let name = secret.metadata.name.clone().unwrap_or_default();
+                bundle.secrets.insert((ns, name), secret_data(&secret));
+            }
+            Ok(Object::Other) => {}
+            Err(violations) => problems.extend(violations.iter().map(|v| format!("{source}: {id}: {v}"))),
+        }
+    }
+    let mut snapshot = Snapshot::default();
+    let mut seen: BTreeMap<String, String> = BTreeMap::new();
+    for (origin, provider) in &providers {
+        let name = provider.metadata.name.clone().unwrap_or_default();
+        if let Some(first) = seen.insert(name.clone(), origin.clone()) {
+            problems.push(format!(
+                "{origin}: metadata.name: another provider named \"{name}\" ({first}) is in this config; provider names must be unique per gateway"
+            ));
+            continue;
+        }
+        let mut found = memory_provider(&provider.spec);
+        if found.is_empty() {
+            found.extend(provider_references(provider, &bundle, memgate_presets::view, MissingSecrets::Refused));
+        }
+        if !found.is_empty() {
+            problems.extend(found.iter().map(|v| format!("{origin}: {v}")));
+            continue;
+        }
+        if !provider.spec.enabled {
+            snapshot.disabled.push(name);
+            continue;
+        }
+        match resolve(provider, &bundle) {
+            Ok(resolved) => {
+                snapshot.providers.insert(name, Arc::new(resolved));
+            }
+            Err(v) => problems.push(format!("{origin}: {v}")),
+        }
+    }
+    if problems.is_empty() { Ok(snapshot) } else { Err(BuildError { problems }) }
+}
+
+fn is_secret_mount(value: &Value) -> bool {
+    value.get("apiVersion").and_then(Value::as_str) == Some(SECRET_MOUNT_API_VERSION)
+        && value.get("kind").and_then(Value::as_str) == Some(SECRET_MOUNT_KIND)
+}
+
+/// Resolve an already validated provider into what is served.
+fn resolve(provider: &MemoryProvider, bundle: &Bundle) -> Result<Provider, Violation> {
+    let spec = &provider.spec;
+    let namespace = provider.metadata.namespace.clone().unwrap_or_else(|| "default".into());
+    let view = resolve_dialect(provider, bundle, memgate_presets::view)?;
+    let builtin = spec.dialect.builtin.as_deref().and_then(memgate_presets::get);
+    let dialect_id = spec.dialect.builtin.clone().or_else(|| spec.dialect.preset_ref.clone()).unwrap_or_default();
+    let origin = parse_origin("spec.endpoint.origin", &spec.endpoint.origin, spec.endpoint.allow_insecure_http)?;
+    let credential = read_credential(bundle, &namespace, "spec.credentials.secretRef", &spec.credentials.secret_ref)?;
+    let bearer_token = match &spec.access.bearer_token {
+        Some(b) => Some(read_credential(bundle, &namespace, "spec.access.bearerToken.secretRef", &b.secret_ref)?),
+        None => None,
+    };
+    Ok(Provider {
+        name: provider.metadata.name.clone().unwrap_or_default(),
+        namespace,
+        dialect_id,
+        dialect: view.spec.clone(),
+        encoding: builtin.map_or(ContentEncoding::Plain, |b| b.content_encoding),
+        write: builtin.and_then(|b| b.write.clone()),
+        target: Target {
+            origin,
+            base_path: spec.endpoint.base_path.clone(),
+            scope: spec.scope.clone(),
+            credential,
+            timeout: Duration::from_millis(u64::from(spec.timeout_ms)),
+        },
+        mcp: spec.mcp.enabled,
+        nexent_search: spec.nexent.search,
+        nexent_ingest: spec.nexent.ingest,
+        access: Access {
+            anonymous: spec.access.anonymous,
+            bearer_token,
+            service_accounts: spec.access.service_accounts.clone(),
+            bind_user_id_to_subject: spec.access.bind_user_id_to_subject,
+        },
+    })
+}
+
+fn read_credential(bundle: &Bundle, namespace: &str, field: &str, secret_ref: &SecretKeyRef) -> Result<Credential, Violation> {
+    let value = bundle
+        .secrets
+        .get(&(namespace.to_string(), secret_ref.name.clone()))
+        .and_then(|data| data.get(&secret_ref.key))
+        .ok_or_else(|| Violation::new(field, format!("Secret \"{namespace}/{}\" key \"{}\" not found", secret_ref.name, secret_ref.key)))?;
+    credential_value(field, value)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use memgate_crds::manifest::documents;
+
+    const PROVIDER: &str = r#"
+apiVersion: memgate.io/v1alpha1
+kind: MemoryProvider
+metadata: {name: repo-memory, namespace: agents}
+spec:
+  dialect: {builtin: mem0-oss-rest-2026-08}
+  endpoint: {origin: "http://127.0.0.1:18888", allowInsecureHttp: true}
+  credentials: {secretRef: {name: mem0-api, key: api-key}}
+  scope: {userId: repository-memory, agentId: qwen-code}
+  nexent: {search: true}
+  access: {anonymous: true}
+"#;
+    const SECRET: &str = "apiVersion: v1\nkind: Secret\nmetadata: {name: mem0-api, namespace: agents}\nstringData: {api-key: dev-key}\n";
+
+    fn docs(text: &str) -> Vec<SourcedDocument> {
+        documents(text).expect("yaml").into_iter().map(|(i, v)| (format!("test.yaml#{i}"), v)).collect()
+    }
+
+    #[test]
+    fn provider_with_inline_secret_is_resolved() {
+        let snapshot = build_snapshot(&docs(&format!("{PROVIDER}---\n{SECRET}")), &BTreeMap::new()).expect("valid");
+        let p = snapshot.provider("repo-memory").expect("served");
+        assert_eq!(p.target.credential.expose(), "dev-key");
+        assert_eq!(p.target.origin, "http://127.0.0.1:18888");
+        assert_eq!(p.dialect_id, "mem0-oss-rest-2026-08");
+        assert!(p.write.is_some() && p.mcp && p.nexent_search && !p.nexent_ingest);
+        assert_eq!(p.target.timeout, Duration::from_millis(5000));
+    }
+
+    #[test]
+    fn mounted_secret_is_used_when_no_inline_secret() {
+        let mut mounted = BTreeMap::new();
+        mounted.insert(
+            ("agents".to_string(), "mem0-api".to_string()),
+            BTreeMap::from([("api-key".to_string(), b"from-file\n".to_vec())]),
+        );
+        let snapshot = build_snapshot(&docs(PROVIDER), &mounted).expect("valid");
+        assert_eq!(snapshot.provider("repo-memory").expect("served").target.credential.expose(), "from-file");
+    }
+
+    #[test]
+    fn missing_secret_refuses_the_whole_config_without_echoing_values() {
+        let err = build_snapshot(&docs(PROVIDER), &BTreeMap::new()).unwrap_err();
+        assert!(err.problems[0].contains("spec.credentials.secretRef.name"), "{err}");
+        let blank = SECRET.replace("dev-key", "\"${MEM0_KEY}\"");
+        let err = build_snapshot(&docs(&format!("{PROVIDER}---\n{blank}")), &BTreeMap::new()).unwrap_err();
+        assert!(err.to_string().contains("placeholder") && !err.to_string().contains("MEM0_KEY"), "{err}");
+    }
+
+    #[test]
+    fn invalid_provider_names_file_and_field() {
+        let text = format!("{PROVIDER}---\n{SECRET}").replace("timeoutMs", "x").replace("nexent: {search: true}", "timeoutMs: 0");
+        let err = build_snapshot(&docs(&text), &BTreeMap::new()).unwrap_err();
+        assert_eq!(err.problems.len(), 1);
+        assert!(err.problems[0].starts_with("test.yaml#0: MemoryProvider/repo-memory: spec.timeoutMs:"), "{err}");
+    }
+
+    #[test]
+    fn disabled_provider_is_not_served() {
+        let text = format!("{PROVIDER}---\n{SECRET}").replace("spec:\n", "spec:\n  enabled: false\n");
+        let snapshot = build_snapshot(&docs(&text), &BTreeMap::new()).expect("valid");
+        assert!(snapshot.provider("repo-memory").is_none());
+        assert_eq!(snapshot.disabled, ["repo-memory"]);
+    }
+
+    #[test]
+    fn duplicate_names_are_refused() {
+        let other = PROVIDER.replace("namespace: agents", "namespace: other");
+        let text = format!("{PROVIDER}---\n{other}---\n{SECRET}---\n{}", SECRET.replace("agents", "other"));
+        let err = build_snapshot(&docs(&text), &BTreeMap::new()).unwrap_err();
+        assert!(err.problems[0].contains("must be unique"), "{err}");
+    }
+
+    #[test]
+    fn bearer_token_is_resolved_from_its_secret() {
+        let text = format!("{PROVIDER}---\n{SECRET}").replace(
+            "access: {anonymous: true}",
+            "access: {bearerToken: {secretRef: {name: callers, key: nexent}}}",
+        );
+        let callers = "apiVersion: v1\nkind: Secret\nmetadata: {name: callers, namespace: agents}\nstringData: {nexent: caller-token}\n";
+        let snapshot = build_snapshot(&docs(&format!("{text}---\n{callers}")), &BTreeMap::new()).expect("valid");
+        let access = &snapshot.provider("repo-memory").expect("served").access;
+        assert_eq!(access.bearer_token.as_ref().map(Credential::expose), Some("caller-token"));
+        assert!(!access.anonymous);
+    }
+}

@@ -1,0 +1,24 @@
+//! What the gateway serves: a validated, immutable [`Snapshot`] of providers built from a config
+//! folder, and the handle that swaps snapshots on reload.
+//!
+//! A config folder holds the same YAML a person would `kubectl apply` (DialectPresets,
+//! MemoryProviders and the `v1` Secrets they reference, in any files) or what the operator renders:
+//! the same objects with `SecretMount` documents in place of Secrets, pointing at mounted Secret
+//! volumes (one file per key), so no credential value is ever part of the rendered config.
+//!
+//! ```text
+//! [ files ] --read (files.rs, I/O)--> [ documents + secret data ] --build (build.rs, pure)--> [ Snapshot ]
+//! ```
+//!
+//! A snapshot is all-or-nothing: if any document is invalid the whole load fails and the caller
+//! keeps serving the last good snapshot (see [`ConfigHandle`]).
+
+mod build;
+mod files;
+mod handle;
+mod model;
+
+pub use build::{BuildError, build_snapshot};
+pub use files::{LoadError, Sources, fingerprint, load_dir, read_sources};
+pub use handle::{ConfigHandle, ReloadStatus, watch};
+pub use model::{Access, Provider, SECRET_MOUNT_API_VERSION, SECRET_MOUNT_KIND, Snapshot};

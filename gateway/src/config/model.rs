@@ -1,0 +1,71 @@
+//! The resolved, ready-to-serve form of a provider.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use memgate_crds::validation::Credential;
+use memgate_crds::{DialectPresetSpec, ServiceAccountAccess};
+use memgate_presets::{ContentEncoding, WriteContract};
+
+use crate::engine::Target;
+
+/// `apiVersion` of the rendered-config document naming a mounted Secret.
+pub const SECRET_MOUNT_API_VERSION: &str = "gateway.memgate.io/v1alpha1";
+/// `kind` of the rendered-config document naming a mounted Secret.
+pub const SECRET_MOUNT_KIND: &str = "SecretMount";
+
+/// Everything served, keyed by provider name (the URL segment of `/mcp/<name>`).
+#[derive(Debug, Default)]
+pub struct Snapshot {
+    /// Enabled providers by name.
+    pub providers: BTreeMap<String, Arc<Provider>>,
+    /// Names of providers present but disabled (`spec.enabled: false`): not served.
+    pub disabled: Vec<String>,
+}
+
+impl Snapshot {
+    /// The enabled provider called `name`.
+    pub fn provider(&self, name: &str) -> Option<&Arc<Provider>> {
+        self.providers.get(name)
+    }
+}
+
+/// One provider, validated and resolved: dialect, credential and access are all in hand.
+#[derive(Debug)]
+pub struct Provider {
+    /// `metadata.name`: the URL segment and the metrics label.
+    pub name: String,
+    /// `metadata.namespace` (default `default`).
+    pub namespace: String,
+    /// Resolved dialect id (built-in id or DialectPreset name).
+    pub dialect_id: String,
+    /// The search grammar.
+    pub dialect: DialectPresetSpec,
+    /// How the content field is encoded (always plain for custom presets).
+    pub encoding: ContentEncoding,
+    /// Verified write contract (built-ins only).
+    pub write: Option<WriteContract>,
+    /// Where and as whom upstream is called.
+    pub target: Target,
+    /// Serve `POST /mcp/<name>`.
+    pub mcp: bool,
+    /// Serve Nexent search.
+    pub nexent_search: bool,
+    /// Serve Nexent ingest.
+    pub nexent_ingest: bool,
+    /// Who may call.
+    pub access: Access,
+}
+
+/// Resolved access rules of a provider.
+#[derive(Debug, Clone, Default)]
+pub struct Access {
+    /// Unauthenticated calls allowed.
+    pub anonymous: bool,
+    /// Static bearer token callers must present.
+    pub bearer_token: Option<Credential>,
+    /// ServiceAccount tokens accepted (audience + allowed accounts).
+    pub service_accounts: Option<ServiceAccountAccess>,
+    /// Use the caller's subject as `user_id`.
+    pub bind_user_id_to_subject: bool,
+}
