@@ -81,7 +81,7 @@ async fn create(client: &Client, ns: &str, object: Object, rename: Option<&str>)
 #[tokio::test]
 async fn quickstart_objects_are_accepted() {
     let (client, ns) = setup().await;
-    for file in ["examples/quickstart/team-dialect.yaml", "examples/quickstart/mem0-oss.yaml"] {
+    for file in ["examples/gitops/team-dialect.yaml", "examples/quickstart/mem0-oss.yaml"] {
         for object in objects(&repo_file(file)) {
             let rename = format!("team-search-{ns}");
             create(&client, &ns, object, Some(&rename)).await.unwrap_or_else(|e| panic!("{file}: {e}"));
@@ -117,7 +117,7 @@ async fn cel_rules_refuse_every_single_object_violation_naming_the_field() {
 #[tokio::test]
 async fn dialect_preset_spec_is_immutable() {
     let (client, ns) = setup().await;
-    let text = repo_file("examples/quickstart/team-dialect.yaml");
+    let text = repo_file("examples/gitops/team-dialect.yaml");
     let name = format!("immutable-{ns}");
     let preset = objects(&text).into_iter().next().expect("preset");
     create(&client, &ns, preset, Some(&name)).await.expect("created");

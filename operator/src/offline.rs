@@ -292,8 +292,8 @@ mod tests {
     #[test]
     fn cel_accepts_the_quickstart() {
         let schemas = Schemas::new();
-        for file in ["mem0-oss", "team-dialect"] {
-            let path = format!("{}/../examples/quickstart/{file}.yaml", env!("CARGO_MANIFEST_DIR"));
+        for file in ["quickstart/mem0-oss", "gitops/team-dialect"] {
+            let path = format!("{}/../examples/{file}.yaml", env!("CARGO_MANIFEST_DIR"));
             let text = std::fs::read_to_string(path).expect("example");
             for (_, doc) in documents(&text).expect("yaml") {
                 assert!(schemas.cel(&doc, true).is_empty(), "{file}: {:?}", schemas.cel(&doc, true));

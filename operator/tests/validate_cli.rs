@@ -16,8 +16,8 @@ fn stdout(out: &Output) -> String {
 }
 
 #[test]
-fn quickstart_examples_are_valid() {
-    let out = run(&["validate", "examples/quickstart"]);
+fn quickstart_and_gitops_examples_are_valid() {
+    let out = run(&["validate", "examples/quickstart", "examples/gitops"]);
     assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
     assert_eq!(stdout(&out), "");
 }
@@ -31,7 +31,7 @@ fn every_invalid_example_exits_1_naming_its_field() {
         let text = std::fs::read_to_string(&path).expect("readable");
         let field = text.lines().next().and_then(|l| l.strip_prefix("# expect: ")).expect("first line names the field");
         let file = path.to_string_lossy().into_owned();
-        let out = run(&["validate", "examples/quickstart/team-dialect.yaml", &file]);
+        let out = run(&["validate", "examples/gitops/team-dialect.yaml", &file]);
         let text = stdout(&out);
         assert_eq!(out.status.code(), Some(1), "{file}: {text}");
         assert!(text.contains(&format!(": {field}: ")), "{file} should name {field}:\n{text}");
