@@ -4,8 +4,23 @@
 //! - [`engine`]: the bounded request engine, the only code that performs upstream HTTP.
 //! - [`profile`]: External Context MCP Profile v1 input and output rules (pure).
 //! - [`mcp`]: the Remote MCP surface, one `context_search` tool per provider.
+//! - [`auth`]: who may call a provider (anonymous opt-in, static bearer tokens, ServiceAccount
+//!   tokens reviewed by the API server).
+//! - [`nexent`]: the Nexent search API and its error mapping.
+//! - [`ingest`]: Nexent ingest written upstream exactly once per unit (idempotency ledger).
+//! - [`state`]: the shared request state and the one search entry of both surfaces.
+//! - [`server`]: every HTTP route, health, readiness, metrics, graceful shutdown.
+//! - [`metrics`] and [`telemetry`]: Prometheus metrics, JSON logs and spans.
 
+pub mod auth;
 pub mod config;
+pub mod dev_upstream;
 pub mod engine;
+pub mod ingest;
 pub mod mcp;
+pub mod metrics;
+pub mod nexent;
 pub mod profile;
+pub mod server;
+pub mod state;
+pub mod telemetry;

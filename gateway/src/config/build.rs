@@ -135,12 +135,22 @@ fn resolve(provider: &MemoryProvider, bundle: &Bundle) -> Result<Provider, Viola
     })
 }
 
-fn read_credential(bundle: &Bundle, namespace: &str, field: &str, secret_ref: &SecretKeyRef) -> Result<Credential, Violation> {
+fn read_credential(
+    bundle: &Bundle,
+    namespace: &str,
+    field: &str,
+    secret_ref: &SecretKeyRef,
+) -> Result<Credential, Violation> {
     let value = bundle
         .secrets
         .get(&(namespace.to_string(), secret_ref.name.clone()))
         .and_then(|data| data.get(&secret_ref.key))
-        .ok_or_else(|| Violation::new(field, format!("Secret \"{namespace}/{}\" key \"{}\" not found", secret_ref.name, secret_ref.key)))?;
+        .ok_or_else(|| {
+            Violation::new(
+                field,
+                format!("Secret \"{namespace}/{}\" key \"{}\" not found", secret_ref.name, secret_ref.key),
+            )
+        })?;
     credential_value(field, value)
 }
 
@@ -161,7 +171,8 @@ spec:
   nexent: {search: true}
   access: {anonymous: true}
 "#;
-    const SECRET: &str = "apiVersion: v1\nkind: Secret\nmetadata: {name: mem0-api, namespace: agents}\nstringData: {api-key: dev-key}\n";
+    const SECRET: &str =
+        "apiVersion: v1\nkind: Secret\nmetadata: {name: mem0-api, namespace: agents}\nstringData: {api-key: dev-key}\n";
 
     fn docs(text: &str) -> Vec<SourcedDocument> {
         documents(text).expect("yaml").into_iter().map(|(i, v)| (format!("test.yaml#{i}"), v)).collect()
@@ -200,7 +211,9 @@ spec:
 
     #[test]
     fn invalid_provider_names_file_and_field() {
-        let text = format!("{PROVIDER}---\n{SECRET}").replace("timeoutMs", "x").replace("nexent: {search: true}", "timeoutMs: 0");
+        let text = format!("{PROVIDER}---\n{SECRET}")
+            .replace("timeoutMs", "x")
+            .replace("nexent: {search: true}", "timeoutMs: 0");
         let err = build_snapshot(&docs(&text), &BTreeMap::new()).unwrap_err();
         assert_eq!(err.problems.len(), 1);
         assert!(err.problems[0].starts_with("test.yaml#0: MemoryProvider/repo-memory: spec.timeoutMs:"), "{err}");
@@ -224,10 +237,8 @@ spec:
 
     #[test]
     fn bearer_token_is_resolved_from_its_secret() {
-        let text = format!("{PROVIDER}---\n{SECRET}").replace(
-            "access: {anonymous: true}",
-            "access: {bearerToken: {secretRef: {name: callers, key: nexent}}}",
-        );
+        let text = format!("{PROVIDER}---\n{SECRET}")
+            .replace("access: {anonymous: true}", "access: {bearerToken: {secretRef: {name: callers, key: nexent}}}");
         let callers = "apiVersion: v1\nkind: Secret\nmetadata: {name: callers, namespace: agents}\nstringData: {nexent: caller-token}\n";
         let snapshot = build_snapshot(&docs(&format!("{text}---\n{callers}")), &BTreeMap::new()).expect("valid");
         let access = &snapshot.provider("repo-memory").expect("served").access;

@@ -98,14 +98,19 @@ pub fn fingerprint(dir: &Path) -> u64 {
     hasher.finish()
 }
 
-fn secret_mount(source_name: &str, value: &Value, dir: &Path) -> Result<Option<((String, String), PathBuf)>, LoadError> {
+/// `(namespace, name)` of a Secret and the folder it is mounted at.
+type MountedSecret = ((String, String), PathBuf);
+
+fn secret_mount(source_name: &str, value: &Value, dir: &Path) -> Result<Option<MountedSecret>, LoadError> {
     let is_mount = value.get("apiVersion").and_then(Value::as_str) == Some(SECRET_MOUNT_API_VERSION)
         && value.get("kind").and_then(Value::as_str) == Some(SECRET_MOUNT_KIND);
     if !is_mount {
         return Ok(None);
     }
-    let bad = |message: &str| LoadError::SecretMount { source_name: source_name.to_string(), message: message.to_string() };
-    let name = value.pointer("/metadata/name").and_then(Value::as_str).ok_or_else(|| bad("metadata.name is required"))?;
+    let bad =
+        |message: &str| LoadError::SecretMount { source_name: source_name.to_string(), message: message.to_string() };
+    let name =
+        value.pointer("/metadata/name").and_then(Value::as_str).ok_or_else(|| bad("metadata.name is required"))?;
     let namespace = value.pointer("/metadata/namespace").and_then(Value::as_str).unwrap_or("default");
     let path = value.get("path").and_then(Value::as_str).ok_or_else(|| bad("path is required"))?;
     let path = if Path::new(path).is_absolute() { PathBuf::from(path) } else { dir.join(path) };

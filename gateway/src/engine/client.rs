@@ -17,7 +17,7 @@ use std::sync::{Arc, Mutex};
 use memgate_crds::{DialectPresetSpec, SearchMethod};
 use memgate_presets::ContentEncoding;
 use reqwest::header::{HeaderValue, RETRY_AFTER};
-use tokio::sync::Semaphore;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::{Instant, timeout_at};
 
 use super::error::EngineError;
@@ -111,14 +111,20 @@ impl Engine {
     ) -> Result<Vec<Item>, EngineError> {
         let deadline = Instant::now() + target.timeout;
         let request = build_search_request(target, dialect.auth, &dialect.search, query, limit)?;
+        let _permit = self.permit(provider, deadline).await?;
+        let body = timeout_at(deadline, self.fetch(request)).await.map_err(|_| EngineError::Timeout)??;
+        normalize(&body, &dialect.response, encoding, usize::try_from(limit).unwrap_or(usize::MAX))
+    }
+
+    /// Wait for one of `provider`'s permits until `deadline`; [`EngineError::Saturated`] when the
+    /// deadline passes first (nothing was sent upstream).
+    pub(super) async fn permit(&self, provider: &str, deadline: Instant) -> Result<OwnedSemaphorePermit, EngineError> {
         let semaphore = self.semaphore(provider);
-        let _permit = timeout_at(deadline, semaphore.acquire_owned())
+        timeout_at(deadline, semaphore.acquire_owned())
             .await
             .map_err(|_| EngineError::Saturated)?
             // The semaphore is never closed.
-            .map_err(|_| EngineError::Saturated)?;
-        let body = timeout_at(deadline, self.fetch(request)).await.map_err(|_| EngineError::Timeout)??;
-        normalize(&body, &dialect.response, encoding, usize::try_from(limit).unwrap_or(usize::MAX))
+            .map_err(|_| EngineError::Saturated)
     }
 
     /// The semaphore of `provider`, created on first use.
@@ -134,6 +140,18 @@ impl Engine {
 
     /// Send `request` and read its 2xx body, at most [`MAX_RESPONSE_BYTES`].
     async fn fetch(&self, request: UpstreamRequest) -> Result<Vec<u8>, EngineError> {
+        let response = self.send(request).await?;
+        let status = response.status();
+        if !status.is_success() {
+            let retry_after = response.headers().get(RETRY_AFTER).map(HeaderValue::as_bytes);
+            return Err(EngineError::from_status(status.as_u16(), retry_after));
+        }
+        read_capped(response).await
+    }
+
+    /// Send `request` and return the response head, whatever its status (redirects are not
+    /// followed). Fails with [`EngineError::Connect`] when nothing could be sent.
+    pub(super) async fn send(&self, request: UpstreamRequest) -> Result<reqwest::Response, EngineError> {
         let method = match request.method {
             SearchMethod::Get => reqwest::Method::GET,
             SearchMethod::Post => reqwest::Method::POST,
@@ -147,26 +165,25 @@ impl Engine {
         if let Some(body) = &request.body {
             builder = builder.body(serde_json::to_vec(body).map_err(|_| EngineError::InvalidRequest)?);
         }
-        let mut response = builder.send().await.map_err(transport_error)?;
+        builder.send().await.map_err(transport_error)
+    }
+}
 
-        let status = response.status();
-        if !status.is_success() {
-            let retry_after = response.headers().get(RETRY_AFTER).map(HeaderValue::as_bytes);
-            return Err(EngineError::from_status(status.as_u16(), retry_after));
-        }
-        let limit = MAX_RESPONSE_BYTES as u64;
-        if response.content_length().is_some_and(|declared| declared > limit) {
+/// Read `response`'s body, at most [`MAX_RESPONSE_BYTES`] (checked against the declared length and
+/// while streaming).
+pub(super) async fn read_capped(mut response: reqwest::Response) -> Result<Vec<u8>, EngineError> {
+    let limit = MAX_RESPONSE_BYTES as u64;
+    if response.content_length().is_some_and(|declared| declared > limit) {
+        return Err(EngineError::TooLarge);
+    }
+    let mut body = Vec::new();
+    while let Some(chunk) = response.chunk().await.map_err(transport_error)? {
+        if body.len() + chunk.len() > MAX_RESPONSE_BYTES {
             return Err(EngineError::TooLarge);
         }
-        let mut body = Vec::new();
-        while let Some(chunk) = response.chunk().await.map_err(transport_error)? {
-            if body.len() + chunk.len() > MAX_RESPONSE_BYTES {
-                return Err(EngineError::TooLarge);
-            }
-            body.extend_from_slice(&chunk);
-        }
-        Ok(body)
+        body.extend_from_slice(&chunk);
     }
+    Ok(body)
 }
 
 /// Classify a transport error without keeping it (its text contains the URL).

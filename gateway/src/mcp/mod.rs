@@ -1,0 +1,140 @@
+//! The Remote MCP surface: one `context_search` tool per provider at `/mcp/{provider}`.
+//!
+//! Owns the MCP wire behaviour of External Context Profile v1 (§1): the tool definition, argument
+//! checking, the result and error shapes, cancellation, and the Streamable HTTP transport set-up.
+//! It never performs upstream HTTP and never decides who may call which provider: both come from
+//! the [`ProviderSearch`] it is given (the gateway state, which owns the config snapshot, access
+//! control and metrics, wraps the bounded [`crate::engine::Engine`]). Output rules live in
+//! [`crate::profile`].
+//!
+//! # Transport and replicas
+//!
+//! rmcp's Streamable HTTP service runs with `legacy_session_mode = false` and
+//! `json_response = true`: no request ever creates or needs server-side state.
+//!
+//! - 2026-07-28 clients (per-request `_meta`, no `initialize`, no `Mcp-Session-Id`) are served
+//!   statelessly; every request is self-contained, so any replica answers any request.
+//! - Older clients (2024-11-05 .. 2025-11-25) still send `initialize`: it is answered (version
+//!   negotiated) without an `Mcp-Session-Id` header, which the Streamable HTTP spec allows. Such
+//!   clients then send no session id, and each later POST (`notifications/initialized`,
+//!   `tools/list`, `tools/call`, `ping`) is served on its own by whichever replica receives it.
+//!   The optional GET event stream and session DELETE answer 405, which clients treat as "not
+//!   offered". What does not exist in this mode: server-to-client requests and notifications
+//!   outside a response, resumption (`Last-Event-ID`), and `notifications/cancelled` (a separate
+//!   POST that cannot reach the request it names); a client cancels by closing the HTTP request,
+//!   which cancels the tool call and drops the upstream request.
+//!
+//! Responses are `application/json` unless a handler emits a message before its result (this
+//! surface never does). Order of checks: an unknown provider answers 404 (before the transport
+//! sees the request); then rmcp refuses a `Host` outside the allowed hosts (default: loopback
+//! only) with 403 and a body over [`MAX_REQUEST_BODY_BYTES`] with 413, before any MCP processing.
+
+mod server;
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::{Path, Request, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::any;
+use futures::future::BoxFuture;
+use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
+use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
+
+use crate::engine::{EngineError, Item};
+
+pub use server::{
+    ContextSearchServer, FAILURE_TEXT, INPUT_ERROR_TEXT, TOOL_DESCRIPTION, TOOL_NAME, TOOL_TITLE, input_schema, tool,
+};
+
+/// Largest accepted request body. A maximal `tools/call` (2000 code points, even fully
+/// `\uXXXX`-escaped: about 24 KB) fits.
+pub const MAX_REQUEST_BODY_BYTES: usize = 64 * 1024;
+
+/// `Host` values accepted when no allowed hosts are configured: loopback only.
+pub const DEFAULT_ALLOWED_HOSTS: [&str; 3] = ["localhost", "127.0.0.1", "::1"];
+
+/// What the MCP surface needs from the gateway: which providers exist and how to search one.
+///
+/// The gateway state implements it over its config snapshot and the bounded engine; tests use
+/// stand-ins.
+pub trait ProviderSearch: Send + Sync + 'static {
+    /// Whether `provider` (the `{provider}` path segment) is currently served.
+    fn exists(&self, provider: &str) -> bool;
+
+    /// Search `provider` for `query` (already normalised), asking for at most `limit` items.
+    ///
+    /// Dropping the future must abort the upstream request (the engine's futures do).
+    fn search<'a>(
+        &'a self,
+        provider: &'a str,
+        query: String,
+        limit: u32,
+    ) -> BoxFuture<'a, Result<Vec<Item>, EngineError>>;
+
+    /// [`ProviderSearch::search`] with the HTTP request's extensions: whatever middleware in front
+    /// of [`router`] inserted (an authenticated caller, for instance). Defaults to `search`.
+    fn search_in_request<'a>(
+        &'a self,
+        provider: &'a str,
+        query: String,
+        limit: u32,
+        request: &'a http::Extensions,
+    ) -> BoxFuture<'a, Result<Vec<Item>, EngineError>> {
+        let _ = request;
+        self.search(provider, query, limit)
+    }
+}
+
+/// The provider name from the request path, handed to the tool handler.
+#[derive(Debug, Clone)]
+pub(crate) struct ProviderName(pub(crate) String);
+
+type Service = StreamableHttpService<ContextSearchServer, NeverSessionManager>;
+
+struct McpState {
+    search: Arc<dyn ProviderSearch>,
+    service: Service,
+}
+
+/// The rmcp transport configuration this surface uses (see the module docs).
+///
+/// `allowed_hosts` are `Host` values (`name` or `name:port`); empty means
+/// [`DEFAULT_ALLOWED_HOSTS`], never "any host".
+pub fn transport_config(allowed_hosts: Vec<String>) -> StreamableHttpServerConfig {
+    let allowed_hosts = if allowed_hosts.is_empty() {
+        DEFAULT_ALLOWED_HOSTS.iter().map(ToString::to_string).collect()
+    } else {
+        allowed_hosts
+    };
+    StreamableHttpServerConfig::default()
+        .with_allowed_hosts(allowed_hosts)
+        .with_legacy_session_mode(false)
+        .with_json_response(true)
+        .with_sse_keep_alive(None)
+        .with_max_request_body_bytes(MAX_REQUEST_BODY_BYTES)
+}
+
+/// The axum router serving `/mcp/{provider}` (POST; other methods answer 405 from the transport).
+///
+/// Unknown providers answer 404 before MCP processing. `allowed_hosts` as in
+/// [`transport_config`].
+pub fn router(search: Arc<dyn ProviderSearch>, allowed_hosts: Vec<String>) -> Router {
+    let handler_search = Arc::clone(&search);
+    let service = StreamableHttpService::new(
+        move || Ok(ContextSearchServer::new(Arc::clone(&handler_search))),
+        Arc::new(NeverSessionManager::default()),
+        transport_config(allowed_hosts),
+    );
+    let state = Arc::new(McpState { search, service });
+    Router::new().route("/mcp/{provider}", any(serve)).with_state(state)
+}
+
+async fn serve(State(state): State<Arc<McpState>>, Path(provider): Path<String>, mut request: Request) -> Response {
+    if !state.search.exists(&provider) {
+        return (StatusCode::NOT_FOUND, "Not Found: no such provider").into_response();
+    }
+    request.extensions_mut().insert(ProviderName(provider));
+    state.service.handle(request).await.map(axum::body::Body::new)
+}

@@ -1,0 +1,198 @@
+//! Prometheus metrics of the gateway, exposed as OpenMetrics text on `/metrics`.
+//!
+//! Owns the metric families and their only labels: `provider` (a configured provider name, never a
+//! path segment that matched nothing), `operation`, `outcome` and `error_code`. No query text,
+//! content, scope id, subject or credential is ever a label value.
+//!
+//! | metric | type | recorded |
+//! |---|---|---|
+//! | `memgate_gateway_requests_total` | counter | every call to a known provider |
+//! | `memgate_gateway_request_duration_seconds` | histogram | every call to a known provider |
+//! | `memgate_gateway_search_results` | histogram | successful searches: items returned |
+//! | `memgate_gateway_ingest_units_total` | counter | completed ingests: units by status (`outcome` = `accepted` / `rejected` / `degraded`) |
+
+use std::time::Duration;
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::{Registry, Unit};
+
+/// Content type of [`Metrics::encode`]'s output.
+pub const OPENMETRICS_CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+const DURATION_BUCKETS: [f64; 12] = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0];
+const RESULT_BUCKETS: [f64; 8] = [0.0, 1.0, 2.0, 3.0, 5.0, 10.0, 15.0, 20.0];
+
+/// What was called: the `operation` label.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Operation {
+    /// `POST /nexent/v1/{provider}/search`.
+    NexentSearch,
+    /// `context_search` through `/mcp/{provider}`.
+    McpContextSearch,
+    /// `POST /nexent/v1/{provider}/ingest`.
+    NexentIngest,
+}
+
+impl Operation {
+    /// The label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Operation::NexentSearch => "nexent_search",
+            Operation::McpContextSearch => "mcp_context_search",
+            Operation::NexentIngest => "nexent_ingest",
+        }
+    }
+}
+
+/// How a call ended: the `outcome` and `error_code` labels.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// The call succeeded: a search with this many items, an ingest with this many units accepted.
+    Ok(usize),
+    /// The upstream call failed with this Nexent error code.
+    Error(&'static str),
+    /// The gateway refused the call before any upstream request (auth, kill switch, bad request),
+    /// with this Nexent error code.
+    Refused(&'static str),
+    /// The caller went away before the call finished.
+    Cancelled,
+}
+
+impl Outcome {
+    fn labels(self) -> (&'static str, &'static str) {
+        match self {
+            Outcome::Ok(_) => ("ok", ""),
+            Outcome::Error(code) => ("error", code),
+            Outcome::Refused(code) => ("refused", code),
+            Outcome::Cancelled => ("cancelled", ""),
+        }
+    }
+}
+
+/// The label set of every family.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct Labels {
+    provider: String,
+    operation: &'static str,
+    outcome: &'static str,
+    error_code: &'static str,
+}
+
+type HistogramFamily = Family<Labels, Histogram, fn() -> Histogram>;
+
+/// The registry and the gateway's metric families.
+pub struct Metrics {
+    registry: Registry,
+    requests: Family<Labels, Counter>,
+    duration: HistogramFamily,
+    results: HistogramFamily,
+    units: Family<Labels, Counter>,
+}
+
+impl std::fmt::Debug for Metrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Metrics").finish_non_exhaustive()
+    }
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Metrics::new()
+    }
+}
+
+impl Metrics {
+    /// A fresh registry with every family registered.
+    pub fn new() -> Metrics {
+        let mut registry = Registry::default();
+        let requests = Family::<Labels, Counter>::default();
+        let duration: HistogramFamily = Family::new_with_constructor(|| Histogram::new(DURATION_BUCKETS));
+        let results: HistogramFamily = Family::new_with_constructor(|| Histogram::new(RESULT_BUCKETS));
+        registry.register("memgate_gateway_requests", "Calls to a provider, by outcome", requests.clone());
+        registry.register_with_unit(
+            "memgate_gateway_request_duration",
+            "Time to answer a call to a provider",
+            Unit::Seconds,
+            duration.clone(),
+        );
+        registry.register("memgate_gateway_search_results", "Items returned by successful searches", results.clone());
+        let units = Family::<Labels, Counter>::default();
+        registry.register("memgate_gateway_ingest_units", "Units of completed ingests, by unit status", units.clone());
+        Metrics { registry, requests, duration, results, units }
+    }
+
+    /// Record one call to `provider`.
+    pub fn record(&self, provider: &str, operation: Operation, outcome: Outcome, elapsed: Duration) {
+        let (outcome_label, error_code) = outcome.labels();
+        let labels = Labels {
+            provider: provider.to_string(),
+            operation: operation.as_str(),
+            outcome: outcome_label,
+            error_code,
+        };
+        self.requests.get_or_create(&labels).inc();
+        self.duration.get_or_create(&labels).observe(elapsed.as_secs_f64());
+        if let Outcome::Ok(count) = outcome
+            && operation != Operation::NexentIngest
+        {
+            self.results.get_or_create(&labels).observe(count as f64);
+        }
+    }
+
+    /// Record the units of one completed ingest at `provider`, by unit status.
+    pub fn record_units(&self, provider: &str, operation: Operation, accepted: usize, rejected: usize, degraded: usize) {
+        for (status, count) in [("accepted", accepted), ("rejected", rejected), ("degraded", degraded)] {
+            let labels =
+                Labels { provider: provider.to_string(), operation: operation.as_str(), outcome: status, error_code: "" };
+            self.units.get_or_create(&labels).inc_by(count as u64);
+        }
+    }
+
+    /// The OpenMetrics text exposition.
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        // Writing into a String cannot fail.
+        let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exposition_names_the_families_and_only_the_four_labels() {
+        let metrics = Metrics::new();
+        metrics.record("repo-memory", Operation::NexentSearch, Outcome::Ok(3), Duration::from_millis(12));
+        metrics.record("repo-memory", Operation::McpContextSearch, Outcome::Error("timeout"), Duration::from_secs(5));
+        let text = metrics.encode();
+        assert!(text.contains("# TYPE memgate_gateway_requests counter"), "{text}");
+        assert!(text.contains(
+            "memgate_gateway_requests_total{provider=\"repo-memory\",operation=\"nexent_search\",outcome=\"ok\",error_code=\"\"} 1"
+        ));
+        assert!(text.contains("# TYPE memgate_gateway_request_duration_seconds histogram"));
+        assert!(
+            text.contains("memgate_gateway_search_results_count{provider=\"repo-memory\",operation=\"nexent_search\"")
+        );
+        assert!(text.contains("error_code=\"timeout\""));
+        assert!(text.ends_with("# EOF\n"));
+    }
+
+    #[test]
+    fn ingest_units_are_counted_by_status_and_not_as_search_results() {
+        let metrics = Metrics::new();
+        metrics.record("repo-memory", Operation::NexentIngest, Outcome::Ok(2), Duration::from_millis(3));
+        metrics.record_units("repo-memory", Operation::NexentIngest, 2, 1, 0);
+        let text = metrics.encode();
+        assert!(text.contains("# TYPE memgate_gateway_ingest_units counter"), "{text}");
+        assert!(text.contains(
+            "memgate_gateway_ingest_units_total{provider=\"repo-memory\",operation=\"nexent_ingest\",outcome=\"accepted\",error_code=\"\"} 2"
+        ));
+        assert!(text.contains("outcome=\"rejected\",error_code=\"\"} 1"), "{text}");
+        assert!(!text.contains("memgate_gateway_search_results_count{provider=\"repo-memory\",operation=\"nexent_ingest\""));
+    }
+}

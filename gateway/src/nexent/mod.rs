@@ -1,0 +1,378 @@
+//! The Nexent search API: `POST /nexent/v1/{provider}/search`.
+//!
+//! Owns Nexent's wire shapes (`reference/nexent.md` §2) over HTTP and the mapping of every failure
+//! onto `{code, severity, message, retry_after_seconds}` with an HTTP status ([`ApiError`]). It
+//! never talks upstream itself (that is [`AppState::search`]) and never puts the query, an
+//! upstream body, the endpoint or a credential into a response, a log event or a metric.
+//!
+//! Request: Nexent's `MemorySearchRequest` JSON. Only `query` and `limit` are read; every other
+//! field (tenant, user, agent ids, `top_k`, `threshold`, `embedding`, fields added later) is
+//! accepted and ignored, because the scope comes from the provider's config. `query` follows the
+//! MCP profile's rule (1 to 2000 code points, not blank; whitespace runs folded). `limit` defaults
+//! to 5, must be at least 1, and is capped at the configured maximum (default 20).
+//!
+//! Response: a JSON array of `{external_id, content, score, source, is_external, metadata}` with
+//! `source` = the provider name, `is_external` = true and `metadata` holding `title`, `uri` and
+//! `updated_at` when the upstream gave them. `score` is 0.0 when the upstream gave none.
+//!
+//! Checks run in this order: provider served with `nexent.search` (404), caller allowed (401 /
+//! 403 / 503), search kill switch (503), body (413 / 400), then the search.
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use serde::{Deserialize, Serialize};
+use tokio::time::Instant;
+
+use crate::auth::AuthError;
+use crate::engine::{EngineError, ErrorCode, Item, Severity};
+use crate::metrics::Operation;
+use crate::profile::normalize_query;
+use crate::state::AppState;
+
+/// `limit` when the request has none.
+pub const DEFAULT_LIMIT: u32 = 5;
+/// Largest accepted request body.
+pub const MAX_BODY_BYTES: usize = 1024 * 1024;
+
+/// The routes of this surface.
+pub fn router() -> Router<Arc<AppState>> {
+    Router::new().route("/nexent/v1/{provider}/search", post(search))
+}
+
+/// The fields of Nexent's `MemorySearchRequest` the gateway reads; all others are ignored.
+#[derive(Debug, Deserialize)]
+struct SearchRequest {
+    query: String,
+    #[serde(default)]
+    limit: Option<i64>,
+}
+
+/// One Nexent `MemorySearchResult`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SearchResult {
+    /// The upstream id.
+    pub external_id: String,
+    /// The memory text.
+    pub content: String,
+    /// The upstream score; 0.0 when it gave none.
+    pub score: f64,
+    /// The provider name.
+    pub source: String,
+    /// Always true.
+    pub is_external: bool,
+    /// Optional safe fields.
+    pub metadata: ResultMetadata,
+}
+
+/// `metadata` of a result: only fields the upstream gave.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct ResultMetadata {
+    /// Title.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    /// Link.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub uri: Option<String>,
+    /// Last update time as the upstream wrote it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub updated_at: Option<String>,
+}
+
+impl SearchResult {
+    /// The Nexent form of an engine item from provider `source`.
+    pub fn from_item(item: Item, source: &str) -> SearchResult {
+        SearchResult {
+            external_id: item.id,
+            content: item.content,
+            score: item.score.unwrap_or(0.0),
+            source: source.to_string(),
+            is_external: true,
+            metadata: ResultMetadata { title: item.title, uri: item.uri, updated_at: item.updated_at },
+        }
+    }
+}
+
+/// Nexent's `ProviderError` as the response body.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ErrorBody {
+    /// Nexent `ProviderErrorCode`.
+    pub code: &'static str,
+    /// `retryable` or `non_retryable`.
+    pub severity: &'static str,
+    /// Fixed text.
+    pub message: &'static str,
+    /// Seconds from an upstream `Retry-After`, when it gave a number.
+    pub retry_after_seconds: Option<u64>,
+}
+
+/// A failed call: HTTP status plus Nexent error body.
+///
+/// | case | status | code | severity |
+/// |---|---|---|---|
+/// | body not JSON / no valid `query` / `limit` < 1 | 400 | `invalid_payload` | non_retryable |
+/// | body over 1 MiB | 413 | `invalid_payload` | non_retryable |
+/// | no or invalid credential | 401 + `WWW-Authenticate: Bearer` | `unauthorized` | non_retryable |
+/// | caller not allowed | 403 | `forbidden` | non_retryable |
+/// | unknown provider, disabled provider, `nexent.search` false | 404 | `provider_error` | non_retryable |
+/// | search kill switch off | 503 | `provider_error` | retryable |
+/// | ServiceAccount token cannot be reviewed now | 503 | `provider_error` | retryable |
+/// | upstream timeout | 504 | `timeout` | retryable |
+/// | upstream 429, or provider concurrency exhausted | 429 (+ `Retry-After` when known) | `rate_limited` | retryable |
+/// | upstream 401 / 403 (the gateway's upstream credential) | 502 | `unauthorized` / `forbidden` | non_retryable |
+/// | upstream 5xx, connection failure | 502 | `provider_error` | retryable |
+/// | upstream redirect, other 4xx | 502 | `provider_error` | non_retryable |
+/// | upstream 400/409/422, oversized, bad UTF-8 or JSON | 502 | `invalid_payload` | non_retryable |
+/// | upstream collection of the wrong shape | 502 | `schema_mismatch` | non_retryable |
+///
+/// Upstream-derived failures are never 401/403 so a caller can tell "my token is wrong" from "the
+/// gateway's upstream credential is wrong"; the body `code` carries the Nexent meaning.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApiError {
+    /// HTTP status.
+    pub status: StatusCode,
+    /// Body.
+    pub body: ErrorBody,
+}
+
+impl ApiError {
+    fn new(status: StatusCode, code: &'static str, severity: Severity, message: &'static str) -> ApiError {
+        ApiError { status, body: ErrorBody { code, severity: severity.as_str(), message, retry_after_seconds: None } }
+    }
+
+    /// 400: the request body is not a valid search request.
+    pub fn bad_request() -> ApiError {
+        ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "invalid_payload",
+            Severity::NonRetryable,
+            "The request must be a JSON object with a `query` of 1 to 2000 characters containing a non-whitespace \
+             character, and an optional `limit` of at least 1.",
+        )
+    }
+
+    /// 413: the request body is too large.
+    pub fn too_large() -> ApiError {
+        ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "invalid_payload",
+            Severity::NonRetryable,
+            "The request body is too large.",
+        )
+    }
+
+    /// 404: no such provider on this surface.
+    pub fn not_found() -> ApiError {
+        ApiError::new(StatusCode::NOT_FOUND, "provider_error", Severity::NonRetryable, "No such provider.")
+    }
+
+    /// 503: the search kill switch is off.
+    pub fn switched_off() -> ApiError {
+        ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "provider_error",
+            Severity::Retryable,
+            "External memory search is disabled.",
+        )
+    }
+
+    /// 401 / 403 / 503 for a refused caller.
+    pub fn from_auth(err: AuthError) -> ApiError {
+        match err {
+            AuthError::Unauthenticated => ApiError::new(
+                StatusCode::UNAUTHORIZED,
+                "unauthorized",
+                Severity::NonRetryable,
+                "Authentication required.",
+            ),
+            AuthError::Forbidden => {
+                ApiError::new(StatusCode::FORBIDDEN, "forbidden", Severity::NonRetryable, "Access denied.")
+            }
+            AuthError::Unavailable => ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "provider_error",
+                Severity::Retryable,
+                "Caller identity cannot be verified now.",
+            ),
+        }
+    }
+
+    /// The response to an upstream failure.
+    pub fn from_engine(err: &EngineError) -> ApiError {
+        let code = err.code();
+        let status = match (err, code) {
+            (_, ErrorCode::Timeout) => StatusCode::GATEWAY_TIMEOUT,
+            (_, ErrorCode::RateLimited) => StatusCode::TOO_MANY_REQUESTS,
+            _ => StatusCode::BAD_GATEWAY,
+        };
+        let message = match err {
+            EngineError::Timeout => "The memory service did not answer in time.",
+            EngineError::Saturated => "Too many concurrent requests to this provider.",
+            EngineError::RateLimited { .. } => "The memory service rate-limited the request.",
+            EngineError::Unauthorized => "The memory service refused the gateway's credential.",
+            EngineError::Forbidden => "The memory service denied the gateway access.",
+            EngineError::ServerError(_) | EngineError::Connect | EngineError::Transport => "The memory service failed.",
+            EngineError::Redirect(_) | EngineError::UpstreamStatus(_) | EngineError::InvalidRequest => {
+                "The memory service answered unexpectedly."
+            }
+            EngineError::Rejected(_) => "The memory service rejected the request.",
+            EngineError::TooLarge | EngineError::InvalidUtf8 | EngineError::InvalidJson => {
+                "The memory service sent an unusable response."
+            }
+            EngineError::SchemaMismatch => "The memory service's response does not match its dialect.",
+        };
+        let mut api = ApiError::new(status, code.as_str(), err.severity(), message);
+        api.body.retry_after_seconds = err.retry_after_seconds();
+        api
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let mut response = json_response(self.status, &self.body);
+        let headers = response.headers_mut();
+        if self.status == StatusCode::UNAUTHORIZED {
+            headers.insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        }
+        if let Some(seconds) = self.body.retry_after_seconds {
+            headers.insert(header::RETRY_AFTER, HeaderValue::from(seconds));
+        }
+        response
+    }
+}
+
+/// `value` as a JSON response with `status`.
+pub(crate) fn json_response(status: StatusCode, value: &impl Serialize) -> Response {
+    match serde_json::to_vec(value) {
+        Ok(body) => {
+            (status, [(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))], body).into_response()
+        }
+        Err(_) => StatusCode::INTERNAL_SERVER_ERROR.into_response(),
+    }
+}
+
+async fn search(
+    State(state): State<Arc<AppState>>,
+    Path(provider): Path<String>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
+    let started = Instant::now();
+    let provider = state.provider(&provider).filter(|p| p.nexent_search).ok_or_else(ApiError::not_found)?;
+    let operation = Operation::NexentSearch;
+    let refuse = |err: ApiError| {
+        state.record_refusal(&provider, operation, err.body.code, started.elapsed());
+        err
+    };
+    let caller =
+        state.auth().authenticate(&provider.access, &headers).await.map_err(|e| refuse(ApiError::from_auth(e)))?;
+    if !state.settings().switches.search {
+        return Err(refuse(ApiError::switched_off()));
+    }
+    let bytes = axum::body::to_bytes(body, MAX_BODY_BYTES).await.map_err(|_| refuse(ApiError::too_large()))?;
+    let (query, limit) =
+        parse(&bytes, state.settings().nexent_max_limit).ok_or_else(|| refuse(ApiError::bad_request()))?;
+    let items =
+        state.search(&provider, &caller, &query, limit, operation).await.map_err(|e| ApiError::from_engine(&e))?;
+    let results: Vec<SearchResult> =
+        items.into_iter().map(|item| SearchResult::from_item(item, &provider.name)).collect();
+    Ok(json_response(StatusCode::OK, &results))
+}
+
+/// The normalised query and the effective limit, or `None` for a bad request.
+fn parse(bytes: &Bytes, max_limit: u32) -> Option<(String, u32)> {
+    // Through `Value` so that only an object is accepted (serde would also read a struct from an array).
+    let value: serde_json::Value = serde_json::from_slice(bytes).ok()?;
+    if !value.is_object() {
+        return None;
+    }
+    let request: SearchRequest = serde_json::from_value(value).ok()?;
+    let query = normalize_query(&request.query).ok()?;
+    let limit = match request.limit {
+        None => DEFAULT_LIMIT,
+        Some(n) if n >= 1 => u32::try_from(n).unwrap_or(u32::MAX),
+        Some(_) => return None,
+    };
+    Some((query, limit.min(max_limit.max(1))))
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn parsed(value: serde_json::Value) -> Option<(String, u32)> {
+        parse(&Bytes::from(serde_json::to_vec(&value).expect("json")), 20)
+    }
+
+    #[test]
+    fn unknown_fields_are_ignored_and_limit_defaults_and_caps() {
+        let full = json!({
+            "query": "  release \n checklist ", "tenant_id": "t", "user_id": "u", "agent_id": null,
+            "conversation_id": null, "layers": [], "top_k": 50, "threshold": 0.65, "embedding": [0.1],
+            "hybrid": false, "weight_accurate": 0.3, "added_later": {"x": 1}
+        });
+        assert_eq!(parsed(full), Some(("release checklist".to_string(), DEFAULT_LIMIT)));
+        assert_eq!(parsed(json!({"query": "q", "limit": 7})), Some(("q".to_string(), 7)));
+        assert_eq!(parsed(json!({"query": "q", "limit": 500})), Some(("q".to_string(), 20)));
+        assert_eq!(parsed(json!({"query": "q", "limit": null})), Some(("q".to_string(), 5)));
+    }
+
+    #[test]
+    fn bad_requests_are_refused() {
+        for bad in [
+            json!({}),
+            json!({"query": " \t"}),
+            json!({"query": 7}),
+            json!({"query": "q".repeat(2001)}),
+            json!({"query": "q", "limit": 0}),
+            json!({"query": "q", "limit": -1}),
+            json!({"query": "q", "limit": "5"}),
+            json!(["q"]),
+        ] {
+            assert_eq!(parsed(bad.clone()), None, "{bad}");
+        }
+        assert_eq!(parse(&Bytes::from_static(b"{not json"), 20), None);
+    }
+
+    #[test]
+    fn engine_errors_map_to_documented_statuses() {
+        let cases = [
+            (EngineError::Timeout, 504, "timeout", "retryable"),
+            (EngineError::RateLimited { retry_after_seconds: Some(7) }, 429, "rate_limited", "retryable"),
+            (EngineError::Saturated, 429, "rate_limited", "retryable"),
+            (EngineError::ServerError(500), 502, "provider_error", "retryable"),
+            (EngineError::Unauthorized, 502, "unauthorized", "non_retryable"),
+            (EngineError::Forbidden, 502, "forbidden", "non_retryable"),
+            (EngineError::InvalidJson, 502, "invalid_payload", "non_retryable"),
+            (EngineError::SchemaMismatch, 502, "schema_mismatch", "non_retryable"),
+        ];
+        for (err, status, code, severity) in cases {
+            let api = ApiError::from_engine(&err);
+            assert_eq!((api.status.as_u16(), api.body.code, api.body.severity), (status, code, severity), "{err:?}");
+        }
+        let limited = ApiError::from_engine(&EngineError::RateLimited { retry_after_seconds: Some(7) }).into_response();
+        assert_eq!(limited.headers().get(header::RETRY_AFTER).and_then(|v| v.to_str().ok()), Some("7"));
+        let unauthenticated = ApiError::from_auth(AuthError::Unauthenticated).into_response();
+        assert_eq!(
+            unauthenticated.headers().get(header::WWW_AUTHENTICATE).and_then(|v| v.to_str().ok()),
+            Some("Bearer")
+        );
+    }
+
+    #[test]
+    fn missing_score_becomes_zero_and_source_is_the_provider() {
+        let item = Item { id: "a".into(), content: "c".into(), title: None, uri: None, score: None, updated_at: None };
+        let value = serde_json::to_value(SearchResult::from_item(item, "repo-memory")).expect("json");
+        assert_eq!(
+            value,
+            json!({"external_id": "a", "content": "c", "score": 0.0, "source": "repo-memory", "is_external": true, "metadata": {}})
+        );
+    }
+}

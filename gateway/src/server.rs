@@ -1,0 +1,126 @@
+//! The HTTP server: every route of the gateway in one axum [`Router`], and graceful shutdown.
+//!
+//! | route | what |
+//! |---|---|
+//! | `/mcp/{provider}` | Remote MCP ([`crate::mcp`]), behind [`mcp_guard`] |
+//! | `POST /nexent/v1/{provider}/search` | Nexent search ([`crate::nexent`]) |
+//! | `GET /healthz` | 200 while the process serves HTTP |
+//! | `GET /readyz` | 200 with `{"ready":true,"providers":N,"generation":G,"lastReloadError":null\|"..."}` |
+//! | `GET /metrics` | OpenMetrics text ([`crate::metrics`]) |
+//!
+//! `/readyz` is 200 whenever a config is loaded, which is always true once the server listens (the
+//! binary refuses to start without a valid config). When the newest config on disk was refused,
+//! the last good one is still served, so readiness stays 200 and `lastReloadError` says why (file,
+//! document and field; never a credential value).
+//!
+//! Access control for MCP happens here, at HTTP level, before any MCP processing: an unknown
+//! provider or one without `mcp.enabled` is 404, an unauthenticated caller 401 (with
+//! `WWW-Authenticate: Bearer`), a caller not allowed 403, and with the search kill switch off
+//! every MCP request is 503; the bodies are the fixed JSON of [`crate::nexent::ApiError`].
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::{Path, Request, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use serde_json::json;
+use tokio::time::Instant;
+
+use crate::auth::Caller;
+use crate::mcp;
+use crate::metrics::{OPENMETRICS_CONTENT_TYPE, Operation};
+use crate::nexent::{self, ApiError, json_response};
+use crate::state::AppState;
+
+/// The whole gateway as one router. `allowed_hosts` are the `Host` values the MCP transport
+/// accepts (empty: loopback only, see [`mcp::transport_config`]).
+pub fn app(state: Arc<AppState>, allowed_hosts: Vec<String>) -> Router {
+    let search: Arc<dyn mcp::ProviderSearch> = Arc::clone(&state) as Arc<dyn mcp::ProviderSearch>;
+    let mcp_routes =
+        mcp::router(search, allowed_hosts).route_layer(middleware::from_fn_with_state(Arc::clone(&state), mcp_guard));
+    let own = Router::new()
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
+        .route("/metrics", get(metrics))
+        .merge(nexent::router())
+        .with_state(state);
+    own.merge(mcp_routes)
+}
+
+/// Access control and the kill switch in front of `/mcp/{provider}`; puts the [`Caller`] into the
+/// request extensions for the handler.
+pub async fn mcp_guard(
+    State(state): State<Arc<AppState>>,
+    Path(provider): Path<String>,
+    mut request: Request,
+    next: Next,
+) -> Response {
+    let started = Instant::now();
+    let Some(provider) = state.provider(&provider).filter(|p| p.mcp) else {
+        return ApiError::not_found().into_response();
+    };
+    let refuse = |err: ApiError| {
+        state.record_refusal(&provider, Operation::McpContextSearch, err.body.code, started.elapsed());
+        err.into_response()
+    };
+    let caller: Caller = match state.auth().authenticate(&provider.access, request.headers()).await {
+        Ok(caller) => caller,
+        Err(err) => return refuse(ApiError::from_auth(err)),
+    };
+    if !state.settings().switches.search {
+        return refuse(ApiError::switched_off());
+    }
+    request.extensions_mut().insert(caller);
+    next.run(request).await
+}
+
+async fn healthz() -> Response {
+    json_response(StatusCode::OK, &json!({"status": "ok"}))
+}
+
+async fn readyz(State(state): State<Arc<AppState>>) -> Response {
+    let status = state.config().status();
+    let providers = state.config().snapshot().providers.len();
+    json_response(
+        StatusCode::OK,
+        &json!({
+            "ready": true,
+            "providers": providers,
+            "generation": status.generation,
+            "lastReloadError": status.last_error,
+        }),
+    )
+}
+
+async fn metrics(State(state): State<Arc<AppState>>) -> Response {
+    let body = state.metrics().encode();
+    (StatusCode::OK, [(header::CONTENT_TYPE, HeaderValue::from_static(OPENMETRICS_CONTENT_TYPE))], body).into_response()
+}
+
+/// Resolves on SIGTERM or ctrl-c (SIGINT).
+pub async fn shutdown_signal() {
+    let ctrl_c = async {
+        if tokio::signal::ctrl_c().await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {}
+        () = terminate => {}
+    }
+    tracing::info!("shutdown requested; finishing in-flight requests");
+}

@@ -1,0 +1,270 @@
+//! The gateway's shared state and the one search entry both surfaces use.
+//!
+//! Owns what a request needs besides its own input: the live config, the bounded engine, the
+//! metrics, the kill switches and the authenticator. [`AppState::search`] is the only path from a
+//! surface to the engine: it applies `bindUserIdToSubject`, and records the metrics, the span and
+//! one log event per call (provider, operation, outcome, error code, count: never the query).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use tokio::time::Instant;
+use tracing::Instrument;
+
+use crate::auth::{Authenticator, Caller};
+use crate::config::{ConfigHandle, Provider};
+use crate::engine::{Engine, EngineError, Item, Target};
+use crate::mcp::ProviderSearch;
+use crate::metrics::{Metrics, Operation, Outcome};
+use crate::telemetry;
+
+/// Environment variable switching every search off (`false`/`0`/`no`/`off`).
+pub const SEARCH_SWITCH_ENV: &str = "EXTERNAL_MEMORY_SEARCH_ENABLED";
+/// Environment variable switching every ingest off (`false`/`0`/`no`/`off`).
+pub const INGEST_SWITCH_ENV: &str = "EXTERNAL_MEMORY_INGEST_ENABLED";
+/// Default and maximum of the Nexent `limit`.
+pub const DEFAULT_NEXENT_MAX_LIMIT: u32 = 20;
+
+/// Deployment-wide kill switches. Unlike Nexent (whose chart defaults its switches to off), the
+/// gateway defaults both to on: a gateway only runs because providers were declared for it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KillSwitches {
+    /// Searches are served.
+    pub search: bool,
+    /// Ingests are served.
+    pub ingest: bool,
+}
+
+impl Default for KillSwitches {
+    fn default() -> Self {
+        KillSwitches { search: true, ingest: true }
+    }
+}
+
+impl KillSwitches {
+    /// Read [`SEARCH_SWITCH_ENV`] and [`INGEST_SWITCH_ENV`].
+    pub fn from_env() -> KillSwitches {
+        let read = |name: &str| switch_value(std::env::var(name).ok().as_deref());
+        KillSwitches { search: read(SEARCH_SWITCH_ENV), ingest: read(INGEST_SWITCH_ENV) }
+    }
+}
+
+/// Unset, empty, `true`, `1`, `yes`, `on` (any case): on. `false`, `0`, `no`, `off`: off. Anything
+/// else is off as well (fail closed on a typo).
+pub fn switch_value(raw: Option<&str>) -> bool {
+    match raw.map(|v| v.trim().to_ascii_lowercase()) {
+        None => true,
+        Some(v) => matches!(v.as_str(), "" | "true" | "1" | "yes" | "on"),
+    }
+}
+
+/// Settings of the serving surfaces.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Settings {
+    /// Largest Nexent `limit` honoured; larger ones are capped.
+    pub nexent_max_limit: u32,
+    /// Kill switches.
+    pub switches: KillSwitches,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings { nexent_max_limit: DEFAULT_NEXENT_MAX_LIMIT, switches: KillSwitches::default() }
+    }
+}
+
+/// Everything shared by the request handlers.
+#[derive(Debug)]
+pub struct AppState {
+    config: Arc<ConfigHandle>,
+    engine: Engine,
+    metrics: Metrics,
+    auth: Authenticator,
+    settings: Settings,
+}
+
+impl AppState {
+    /// Assemble the state.
+    pub fn new(config: Arc<ConfigHandle>, engine: Engine, auth: Authenticator, settings: Settings) -> AppState {
+        AppState { config, engine, metrics: Metrics::new(), auth, settings }
+    }
+
+    /// The live config.
+    pub fn config(&self) -> &Arc<ConfigHandle> {
+        &self.config
+    }
+
+    /// The metrics registry.
+    pub fn metrics(&self) -> &Metrics {
+        &self.metrics
+    }
+
+    /// The authenticator.
+    pub fn auth(&self) -> &Authenticator {
+        &self.auth
+    }
+
+    /// The settings.
+    pub fn settings(&self) -> Settings {
+        self.settings
+    }
+
+    /// The served provider called `name`, if any.
+    pub fn provider(&self, name: &str) -> Option<Arc<Provider>> {
+        self.config.snapshot().provider(name).cloned()
+    }
+
+    /// Record a call the gateway refused before searching (`code`: the Nexent error code).
+    pub fn record_refusal(&self, provider: &Provider, operation: Operation, code: &'static str, elapsed: Duration) {
+        self.metrics.record(&provider.name, operation, Outcome::Refused(code), elapsed);
+        tracing::info!(provider = %provider.name, operation = operation.as_str(), outcome = "refused", error_code = code, "call refused");
+    }
+
+    /// Search `provider` for `query` (already normalised) on behalf of `caller`, at most `limit`
+    /// items. With `bindUserIdToSubject` the caller's subject is the `user_id`; a caller without a
+    /// subject then fails as [`EngineError::InvalidRequest`] without any upstream request (access
+    /// control refuses such callers first). Dropping the future aborts the upstream request and
+    /// records the call as cancelled.
+    pub async fn search(
+        &self,
+        provider: &Provider,
+        caller: &Caller,
+        query: &str,
+        limit: u32,
+        operation: Operation,
+    ) -> Result<Vec<Item>, EngineError> {
+        let span = telemetry::provider_span(operation, &provider.name);
+        let mut record = Recording {
+            metrics: &self.metrics,
+            provider,
+            operation,
+            started: Instant::now(),
+            span: &span,
+            done: false,
+        };
+        let result = self.search_upstream(provider, caller, query, limit).instrument(span.clone()).await;
+        match &result {
+            Ok(items) => record.finish(Outcome::Ok(items.len())),
+            Err(err) => record.finish(Outcome::Error(err.code().as_str())),
+        }
+        result
+    }
+
+    async fn search_upstream(
+        &self,
+        provider: &Provider,
+        caller: &Caller,
+        query: &str,
+        limit: u32,
+    ) -> Result<Vec<Item>, EngineError> {
+        let bound;
+        let target = if provider.access.bind_user_id_to_subject {
+            let subject = caller.subject.clone().ok_or(EngineError::InvalidRequest)?;
+            let mut scope = provider.target.scope.clone();
+            scope.user_id = Some(subject);
+            bound = Target { scope, ..provider.target.clone() };
+            &bound
+        } else {
+            &provider.target
+        };
+        let key = format!("{}/{}", provider.namespace, provider.name);
+        self.engine.search(&key, target, &provider.dialect, provider.encoding, query, limit).await
+    }
+}
+
+/// Records a call once: on [`Recording::finish`], or as cancelled when dropped unfinished.
+struct Recording<'a> {
+    metrics: &'a Metrics,
+    provider: &'a Provider,
+    operation: Operation,
+    started: Instant,
+    span: &'a tracing::Span,
+    done: bool,
+}
+
+impl Recording<'_> {
+    fn finish(&mut self, outcome: Outcome) {
+        self.done = true;
+        let elapsed = self.started.elapsed();
+        self.metrics.record(&self.provider.name, self.operation, outcome, elapsed);
+        let (name, code, count) = match outcome {
+            Outcome::Ok(count) => ("ok", None, Some(count)),
+            Outcome::Error(code) | Outcome::Refused(code) => ("error", Some(code), None),
+            Outcome::Cancelled => ("cancelled", None, None),
+        };
+        telemetry::finish_span(self.span, name, code, count);
+        let _entered = self.span.enter();
+        tracing::info!(
+            provider = %self.provider.name,
+            operation = self.operation.as_str(),
+            outcome = name,
+            error_code = code.unwrap_or(""),
+            results = count.unwrap_or(0),
+            duration_ms = u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX),
+            "search finished"
+        );
+    }
+}
+
+impl Drop for Recording<'_> {
+    fn drop(&mut self) {
+        if !self.done {
+            self.finish(Outcome::Cancelled);
+        }
+    }
+}
+
+/// The MCP surface's view of the gateway. Access control happens before the MCP router
+/// ([`crate::server::mcp_guard`]), which puts the [`Caller`] into the request extensions; a search
+/// without one (the guard did not run) fails closed with [`EngineError::InvalidRequest`] and no
+/// upstream request.
+impl ProviderSearch for AppState {
+    fn exists(&self, provider: &str) -> bool {
+        self.provider(provider).is_some_and(|p| p.mcp)
+    }
+
+    fn search<'a>(
+        &'a self,
+        provider: &'a str,
+        query: String,
+        limit: u32,
+    ) -> BoxFuture<'a, Result<Vec<Item>, EngineError>> {
+        self.search_in_request(provider, query, limit, &NO_EXTENSIONS)
+    }
+
+    fn search_in_request<'a>(
+        &'a self,
+        provider: &'a str,
+        query: String,
+        limit: u32,
+        request: &'a http::Extensions,
+    ) -> BoxFuture<'a, Result<Vec<Item>, EngineError>> {
+        let caller = request.get::<Caller>().cloned();
+        Box::pin(async move {
+            let provider = self.provider(provider).filter(|p| p.mcp).ok_or(EngineError::InvalidRequest)?;
+            let Some(caller) = caller else {
+                tracing::warn!(provider = %provider.name, "MCP search without an authenticated caller refused");
+                return Err(EngineError::InvalidRequest);
+            };
+            AppState::search(self, &provider, &caller, &query, limit, Operation::McpContextSearch).await
+        })
+    }
+}
+
+static NO_EXTENSIONS: std::sync::LazyLock<http::Extensions> = std::sync::LazyLock::new(http::Extensions::new);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn switches_default_on_and_fail_closed_on_unknown_values() {
+        for on in [None, Some(""), Some("true"), Some("TRUE"), Some("1"), Some(" yes "), Some("on")] {
+            assert!(switch_value(on), "{on:?}");
+        }
+        for off in [Some("false"), Some("False"), Some("0"), Some("no"), Some("off"), Some("flase")] {
+            assert!(!switch_value(off), "{off:?}");
+        }
+    }
+}

@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# Runs the official MCP Python SDK against two `mcp_test_server` processes (two "replicas").
+# Self-contained: a venv in the cache folder (reused when requirements.txt is unchanged), the
+# example built with cargo, both servers stopped on exit. Extra arguments go to pytest.
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+repo="$(cd "$here/../../.." && pwd)"
+cache="${MEMGATE_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/memgate}"
+venv="$cache/mcp-python-venv"
+python="${PYTHON:-python3}"
+
+stamp="$(sha256sum "$here/requirements.txt" | cut -d' ' -f1)"
+if [[ ! -x "$venv/bin/python" || "$(cat "$venv/.requirements-sha256" 2>/dev/null)" != "$stamp" ]]; then
+  rm -rf "$venv"
+  mkdir -p "$cache"
+  "$python" -m venv "$venv"
+  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check -r "$here/requirements.txt"
+  echo "$stamp" > "$venv/.requirements-sha256"
+fi
+
+cargo build --quiet --manifest-path "$repo/Cargo.toml" -p memgate-gateway --example mcp_test_server
+server="$repo/target/debug/examples/mcp_test_server"
+
+workdir="$(mktemp -d)"
+pids=()
+cleanup() {
+  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+  for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
+  rm -rf "$workdir"
+}
+trap cleanup EXIT
+
+addresses=()
+for n in 1 2; do
+  "$server" > "$workdir/server-$n.out" 2> "$workdir/server-$n.err" &
+  pids+=("$!")
+  for _ in $(seq 1 100); do
+    grep -q '^MCP_TEST_SERVER_LISTENING=' "$workdir/server-$n.out" && break
+    kill -0 "${pids[-1]}" 2>/dev/null || { cat "$workdir/server-$n.err" >&2; exit 1; }
+    sleep 0.1
+  done
+  address="$(sed -n 's/^MCP_TEST_SERVER_LISTENING=//p' "$workdir/server-$n.out")"
+  [[ -n "$address" ]] || { echo "mcp_test_server $n did not start" >&2; exit 1; }
+  addresses+=("$address")
+done
+
+# The real binary: a dev upstream and two `memgate-gateway serve` replicas on one config folder.
+cargo build --quiet --manifest-path "$repo/Cargo.toml" -p memgate-gateway --bin memgate-gateway
+gateway="$repo/target/debug/memgate-gateway"
+free_port() { "$python" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+upstream="127.0.0.1:$(free_port)"
+api_key="python-sdk-test-key"
+"$gateway" dev-upstream --listen "$upstream" --api-key "$api_key" 2> "$workdir/upstream.err" &
+pids+=("$!")
+mkdir -p "$workdir/config"
+sed -e "s|http://127.0.0.1:18888|http://$upstream|" -e "s|dev-only-key|$api_key|" \
+  "$repo/examples/quickstart/mem0-oss.yaml" > "$workdir/config/providers.yaml"
+gateways=()
+for n in 1 2; do
+  port="$(free_port)"
+  "$gateway" serve --config "$workdir/config" --listen "127.0.0.1:$port" 2> "$workdir/gateway-$n.err" &
+  pids+=("$!")
+  for _ in $(seq 1 100); do
+    curl -sf "http://127.0.0.1:$port/readyz" > /dev/null && break
+    kill -0 "${pids[-1]}" 2>/dev/null || { cat "$workdir/gateway-$n.err" >&2; exit 1; }
+    sleep 0.1
+  done
+  curl -sf "http://127.0.0.1:$port/readyz" > /dev/null || { echo "gateway $n not ready" >&2; exit 1; }
+  gateways+=("127.0.0.1:$port")
+done
+
+MEMGATE_GATEWAYS="$(IFS=,; echo "${gateways[*]}")" MEMGATE_DEV_UPSTREAM="$upstream" \
+MEMGATE_DEV_UPSTREAM_API_KEY="$api_key" \
+MCP_TEST_SERVERS="$(IFS=,; echo "${addresses[*]}")" \
+  "$venv/bin/python" -m pytest -q -p no:cacheprovider "$here" "$@"

@@ -1,0 +1,295 @@
+//! Running the real `memgate-gateway serve` binary for tests: a temporary config folder, the child
+//! process with its JSON log captured to a file, and a plain HTTP client.
+//!
+//! The upstream is the raw-socket mem0 OSS server of `tests/support` (speaking `POST /search`).
+
+#![allow(dead_code, missing_docs)]
+
+use std::path::{Path, PathBuf};
+use std::process::{ExitStatus, Stdio};
+use std::time::Duration;
+
+use reqwest::header::HeaderMap;
+use serde_json::{Value, json};
+use tokio::process::{Child, Command};
+
+/// The upstream credential the configs use; must never appear in a log or response.
+pub const UPSTREAM_KEY: &str = "UPSTREAM-KEY-5b7e1d";
+/// A caller token the configs use; must never appear in a log or response.
+pub const CALLER_TOKEN: &str = "CALLER-TOKEN-93af0c";
+
+/// How long to wait for anything the gateway does on its own (start, reload).
+pub const PATIENCE: Duration = Duration::from_secs(30);
+
+/// A `MemoryProvider` of the mem0 OSS dialect pointing at `origin`.
+pub struct ProviderYaml {
+    pub name: String,
+    pub origin: String,
+    pub access: String,
+    pub nexent_search: bool,
+    pub mcp: bool,
+    pub enabled: bool,
+    pub timeout_ms: u32,
+    pub scope: String,
+    pub credential_secret: String,
+}
+
+impl ProviderYaml {
+    /// An anonymous provider with Nexent search and MCP on, credential from Secret `upstream`.
+    pub fn new(name: &str, origin: &str) -> ProviderYaml {
+        ProviderYaml {
+            name: name.to_string(),
+            origin: origin.to_string(),
+            access: "{anonymous: true}".to_string(),
+            nexent_search: true,
+            mcp: true,
+            enabled: true,
+            timeout_ms: 5000,
+            scope: "{userId: repository-memory, agentId: qwen-code}".to_string(),
+            credential_secret: "upstream".to_string(),
+        }
+    }
+
+    pub fn access(mut self, access: &str) -> ProviderYaml {
+        self.access = access.to_string();
+        self
+    }
+
+    pub fn yaml(&self) -> String {
+        format!(
+            "apiVersion: memgate.io/v1alpha1\nkind: MemoryProvider\nmetadata: {{name: {name}, namespace: agents}}\nspec:\n  \
+             enabled: {enabled}\n  dialect: {{builtin: mem0-oss-rest-2026-08}}\n  endpoint: {{origin: \"{origin}\", \
+             allowInsecureHttp: true}}\n  credentials: {{secretRef: {{name: {secret}, key: api-key}}}}\n  scope: {scope}\n  \
+             timeoutMs: {timeout}\n  mcp: {{enabled: {mcp}}}\n  nexent: {{search: {nexent}}}\n  access: {access}\n",
+            name = self.name,
+            enabled = self.enabled,
+            origin = self.origin,
+            secret = self.credential_secret,
+            scope = self.scope,
+            timeout = self.timeout_ms,
+            mcp = self.mcp,
+            nexent = self.nexent_search,
+            access = self.access,
+        )
+    }
+}
+
+/// A `v1` Secret in namespace `agents` with one key.
+pub fn secret_yaml(name: &str, key: &str, value: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: Secret\nmetadata: {{name: {name}, namespace: agents}}\nstringData: {{{key}: \"{value}\"}}\n"
+    )
+}
+
+/// The Secret the providers use for the upstream credential.
+pub fn upstream_secret() -> String {
+    secret_yaml("upstream", "api-key", UPSTREAM_KEY)
+}
+
+/// Replace `path` atomically (write + rename), as a config management tool would.
+pub fn write_atomically(path: &Path, text: &str) {
+    let temporary = path.with_extension("tmp-write");
+    std::fs::write(&temporary, text).expect("write");
+    std::fs::rename(&temporary, path).expect("rename");
+}
+
+/// A running gateway; killed when dropped.
+pub struct Gateway {
+    child: Child,
+    pub base: String,
+    pub log: PathBuf,
+    http: reqwest::Client,
+}
+
+/// One HTTP answer.
+#[derive(Debug)]
+pub struct Answer {
+    pub status: u16,
+    pub headers: HeaderMap,
+    pub text: String,
+}
+
+impl Answer {
+    pub fn json(&self) -> Value {
+        serde_json::from_str(&self.text).unwrap_or_else(|e| panic!("not JSON ({e}): {}", self.text))
+    }
+
+    pub fn header(&self, name: &str) -> Option<String> {
+        self.headers.get(name).and_then(|v| v.to_str().ok()).map(ToString::to_string)
+    }
+}
+
+pub fn http_client() -> reqwest::Client {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    reqwest::Client::builder().no_proxy().build().expect("client")
+}
+
+fn command(config: &Path, args: &[&str], env: &[(&str, &str)], log: &Path) -> Command {
+    let log_file = std::fs::File::create(log).expect("log file");
+    let mut command = Command::new(env!("CARGO_BIN_EXE_memgate-gateway"));
+    command
+        .arg("serve")
+        .arg("--config")
+        .arg(config)
+        .args(["--listen", "127.0.0.1:0", "--reload-interval-ms", "100"])
+        .args(args)
+        .env_remove("EXTERNAL_MEMORY_SEARCH_ENABLED")
+        .env_remove("EXTERNAL_MEMORY_INGEST_ENABLED")
+        .env_remove("KUBERNETES_SERVICE_HOST")
+        .env("RUST_LOG", "info")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::from(log_file))
+        .kill_on_drop(true);
+    for (name, value) in env {
+        command.env(name, value);
+    }
+    command
+}
+
+impl Gateway {
+    /// Start `memgate-gateway serve --config <config>` on a free loopback port and wait until
+    /// `/readyz` answers 200. `log_dir` receives `gateway.log`.
+    pub async fn start(config: &Path, log_dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Gateway {
+        let log = log_dir.join("gateway.log");
+        let mut child = command(config, args, env, &log).spawn().expect("spawn memgate-gateway");
+        let deadline = tokio::time::Instant::now() + PATIENCE;
+        let address = loop {
+            if let Some(address) = listening_address(&log) {
+                break address;
+            }
+            if let Ok(Some(status)) = child.try_wait() {
+                panic!("gateway exited with {status}: {}", std::fs::read_to_string(&log).unwrap_or_default());
+            }
+            assert!(tokio::time::Instant::now() < deadline, "gateway did not listen: {}", read(&log));
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        };
+        let gateway = Gateway { child, base: format!("http://{address}"), log, http: http_client() };
+        loop {
+            if gateway.get("/readyz").await.status == 200 {
+                return gateway;
+            }
+            assert!(tokio::time::Instant::now() < deadline, "gateway never ready");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// Run the binary on `config` expecting it to exit by itself; its status and log.
+    pub async fn run_to_exit(config: &Path, log_dir: &Path) -> (ExitStatus, String) {
+        let log = log_dir.join("gateway.log");
+        let mut child = command(config, &[], &[], &log).spawn().expect("spawn memgate-gateway");
+        let status = tokio::time::timeout(PATIENCE, child.wait()).await.expect("exits").expect("status");
+        (status, read(&log))
+    }
+
+    pub fn logs(&self) -> String {
+        read(&self.log)
+    }
+
+    pub fn pid(&self) -> Option<u32> {
+        self.child.id()
+    }
+
+    /// Wait for the process to exit by itself.
+    pub async fn wait(&mut self) -> ExitStatus {
+        tokio::time::timeout(PATIENCE, self.child.wait()).await.expect("exits").expect("status")
+    }
+
+    pub async fn get(&self, path: &str) -> Answer {
+        let response = self.http.get(format!("{}{path}", self.base)).send().await.expect("GET");
+        answer(response).await
+    }
+
+    /// POST a JSON body with optional `Authorization: Bearer <token>`.
+    pub async fn post(&self, path: &str, body: &Value, token: Option<&str>) -> Answer {
+        self.post_with(path, body, token, &[]).await
+    }
+
+    pub async fn post_with(&self, path: &str, body: &Value, token: Option<&str>, headers: &[(&str, &str)]) -> Answer {
+        self.post_raw(path, serde_json::to_vec(body).expect("json"), token, headers).await
+    }
+
+    pub async fn post_raw(&self, path: &str, body: Vec<u8>, token: Option<&str>, headers: &[(&str, &str)]) -> Answer {
+        let mut request =
+            self.http.post(format!("{}{path}", self.base)).header("content-type", "application/json").body(body);
+        if let Some(token) = token {
+            request = request.header("authorization", format!("Bearer {token}"));
+        }
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
+        answer(request.send().await.expect("POST")).await
+    }
+
+    /// A Nexent search of `provider`.
+    pub async fn search(&self, provider: &str, body: &Value, token: Option<&str>) -> Answer {
+        self.post(&format!("/nexent/v1/{provider}/search"), body, token).await
+    }
+
+    /// An MCP `initialize` request to `/mcp/<provider>`.
+    pub async fn mcp_initialize(&self, provider: &str, token: Option<&str>) -> Answer {
+        let body = json!({
+            "jsonrpc": "2.0", "id": 1, "method": "initialize",
+            "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "test", "version": "1"}}
+        });
+        self.post_with(&format!("/mcp/{provider}"), &body, token, &[("accept", "application/json, text/event-stream")])
+            .await
+    }
+
+    /// The `/readyz` JSON.
+    pub async fn ready(&self) -> Value {
+        self.get("/readyz").await.json()
+    }
+
+    /// Wait until `/readyz` satisfies `done`.
+    pub async fn wait_ready(&self, what: &str, done: impl Fn(&Value) -> bool) -> Value {
+        let deadline = tokio::time::Instant::now() + PATIENCE;
+        loop {
+            let ready = self.ready().await;
+            if done(&ready) {
+                return ready;
+            }
+            assert!(tokio::time::Instant::now() < deadline, "{what}: {ready}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}
+
+async fn answer(response: reqwest::Response) -> Answer {
+    let status = response.status().as_u16();
+    let headers = response.headers().clone();
+    let text = response.text().await.expect("body");
+    Answer { status, headers, text }
+}
+
+fn read(path: &Path) -> String {
+    std::fs::read_to_string(path).unwrap_or_default()
+}
+
+/// The address of the `listening` log event, once it is written.
+fn listening_address(log: &Path) -> Option<String> {
+    read(log).lines().find_map(|line| {
+        let event: Value = serde_json::from_str(line).ok()?;
+        let fields = event.get("fields")?;
+        (fields.get("message")?.as_str()? == "listening").then(|| fields.get("address")?.as_str().map(String::from))?
+    })
+}
+
+/// `count` mem0 OSS results `m0..`, the last one without a score.
+pub fn mem0_results(count: usize) -> Value {
+    let results: Vec<Value> = (0..count)
+        .map(|i| {
+            if i + 1 == count {
+                json!({"id": format!("m{i}"), "memory": format!("memory {i}")})
+            } else {
+                json!({"id": format!("m{i}"), "memory": format!("memory {i}"), "score": 0.9, "updated_at": "2026-08-02T00:00:00Z"})
+            }
+        })
+        .collect();
+    json!({"results": results})
+}
+
+/// The JSON body of a recorded upstream request.
+pub fn body_of(request: &crate::support::Recorded) -> Value {
+    serde_json::from_slice(&request.body).expect("upstream request body is JSON")
+}
