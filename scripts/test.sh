@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The project's test command (the README's): everything a change must pass.
-# - provides kube-apiserver + etcd for the real-control-plane tests (built once, cached; see
-#   e2e/control-plane/README.md), then
-# - runs every Rust test of the workspace.
+#  1. provides kube-apiserver + etcd for the real-control-plane tests (built once from Go modules and
+#     cached; see e2e/control-plane/README.md);
+#  2. runs every Rust test of the workspace (unit, contract, real API server, real gateway processes);
+#  3. runs the official MCP Python SDK against the real gateway binary (gateway/tests/python/run.sh);
+#  4. runs the README's quickstart once (dev upstream + gateway + one MCP round trip).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -12,3 +14,10 @@ echo "using kube-apiserver and etcd from ${assets}" >&2
 
 echo "== cargo test" >&2
 cargo test --workspace --locked --no-fail-fast
+
+echo "== MCP Python SDK against the gateway" >&2
+bash gateway/tests/python/run.sh
+
+echo "== quickstart" >&2
+MEMGATE_QUICKSTART_ONCE=1 MEMGATE_QUICKSTART_LISTEN=127.0.0.1:18080 ./scripts/quickstart.sh >/dev/null
+echo "quickstart round trip ok" >&2
