@@ -8,6 +8,7 @@
 //!   tokens reviewed by the API server).
 //! - [`nexent`]: the Nexent search API and its error mapping.
 //! - [`ingest`]: Nexent ingest written upstream exactly once per unit (idempotency ledger).
+//! - [`plugin`]: the Nexent plugin directories (rendering, and writing them into Nexent's folder).
 //! - [`state`]: the shared request state and the one search entry of both surfaces.
 //! - [`server`]: every HTTP route, health, readiness, metrics, graceful shutdown.
 //! - [`metrics`] and [`telemetry`]: Prometheus metrics, JSON logs and spans.
@@ -20,6 +21,7 @@ pub mod ingest;
 pub mod mcp;
 pub mod metrics;
 pub mod nexent;
+pub mod plugin;
 pub mod profile;
 pub mod server;
 pub mod state;

@@ -2,7 +2,8 @@
 //!
 //! ```text
 //! memgate-gateway serve --config DIR [--listen ADDR] [--allowed-host H ...] [--kubeconfig PATH]
-//!                       [--reload-interval-ms N] [--nexent-max-limit N]
+//!                       [--reload-interval-ms N] [--nexent-max-limit N] [--ledger redis://HOST:PORT]
+//! memgate-gateway write-nexent-plugins --config DIR --dest DIR --gateway-url URL
 //! memgate-gateway dev-upstream --listen ADDR --api-key KEY     (development aid, not for production)
 //! ```
 //!
@@ -21,6 +22,7 @@ use clap::{Args, Parser, Subcommand};
 use memgate_gateway::auth::{Authenticator, TokenReviewer};
 use memgate_gateway::config::{ConfigHandle, load_dir, watch};
 use memgate_gateway::engine::{Engine, EngineConfig};
+use memgate_gateway::ingest::{Ledger, MemoryLedger, RedisLedger};
 use memgate_gateway::server::{app, shutdown_signal};
 use memgate_gateway::state::{AppState, DEFAULT_NEXENT_MAX_LIMIT, KillSwitches, Settings};
 use memgate_gateway::telemetry;
@@ -39,6 +41,22 @@ enum Command {
     /// Run a small in-memory server speaking the self-hosted Mem0 REST routes, for trying memgate
     /// and for tests. Not for production: nothing is persisted and scoring is lexical.
     DevUpstream(DevUpstreamArgs),
+    /// Write one Nexent plugin directory per provider serving Nexent into Nexent's plugin folder
+    /// (only directories memgate owns are replaced or removed); prints a JSON report.
+    WriteNexentPlugins(WritePluginsArgs),
+}
+
+#[derive(Args)]
+struct WritePluginsArgs {
+    /// Config folder, as for `serve`.
+    #[arg(long)]
+    config: PathBuf,
+    /// Nexent's plugin folder (`MEMORY_PROVIDER_PLUGINS_DIR`); must exist.
+    #[arg(long)]
+    dest: PathBuf,
+    /// The gateway's base URL as Nexent's backend reaches it (the plugins' default `gateway_url`).
+    #[arg(long)]
+    gateway_url: String,
 }
 
 #[derive(Args)]
@@ -71,6 +89,10 @@ struct ServeArgs {
     /// Largest Nexent `limit` honoured (larger ones are capped).
     #[arg(long, default_value_t = DEFAULT_NEXENT_MAX_LIMIT, value_parser = clap::value_parser!(u32).range(1..=1000))]
     nexent_max_limit: u32,
+    /// Ingest idempotency ledger shared by replicas: `redis://[:password@]host:port[/db]`; default:
+    /// in-process (one replica). Prefer the environment variable when the URL holds a password.
+    #[arg(long, env = "MEMGATE_INGEST_LEDGER", hide_env_values = true)]
+    ledger: Option<String>,
 }
 
 #[tokio::main]
@@ -80,7 +102,32 @@ async fn main() -> Result<()> {
     match cli.command {
         Command::Serve(args) => serve(args).await,
         Command::DevUpstream(args) => dev_upstream(args).await,
+        Command::WriteNexentPlugins(args) => write_nexent_plugins(args),
     }
+}
+
+fn write_nexent_plugins(args: WritePluginsArgs) -> Result<()> {
+    use memgate_gateway::plugin;
+    let snapshot = load_dir(&args.config)
+        .map_err(|err| anyhow::anyhow!("the config in {} cannot be used: {err}", args.config.display()))?;
+    let gateway_url = plugin::gateway_url(&args.gateway_url)?;
+    let plugins = plugin::render_all(&snapshot, &gateway_url)?;
+    let report = plugin::write_plugins(&args.dest, &plugins)?;
+    for name in &report.foreign {
+        tracing::warn!(directory = %name, "plugin directory not written: the name is taken by a directory memgate does not own");
+    }
+    if !report.locked {
+        tracing::warn!("the plugin folder could not be locked; wrote without the lock");
+    }
+    tracing::info!(
+        written = report.written.len(),
+        unchanged = report.unchanged.len(),
+        removed = report.removed.len(),
+        foreign = report.foreign.len(),
+        "nexent plugins written"
+    );
+    println!("{}", serde_json::to_string(&report).context("encoding the report")?);
+    Ok(())
 }
 
 async fn dev_upstream(args: DevUpstreamArgs) -> Result<()> {
@@ -105,7 +152,14 @@ async fn serve(args: ServeArgs) -> Result<()> {
     let switches = KillSwitches::from_env();
     tracing::info!(search_enabled = switches.search, ingest_enabled = switches.ingest, "kill switches");
     let settings = Settings { nexent_max_limit: args.nexent_max_limit, switches };
-    let state = Arc::new(AppState::new(Arc::clone(&handle), engine, Authenticator::new(reviewer), settings));
+    let ledger: Arc<dyn Ledger> = match args.ledger.as_deref() {
+        Some(url) => Arc::new(RedisLedger::new(url).map_err(|err| anyhow::anyhow!("--ledger: {err}"))?),
+        None => Arc::new(MemoryLedger::default()),
+    };
+    tracing::info!(ledger = if args.ledger.is_some() { "redis" } else { "memory" }, "ingest ledger");
+    let state = Arc::new(
+        AppState::new(Arc::clone(&handle), engine, Authenticator::new(reviewer), settings).with_ledger(ledger),
+    );
 
     let watcher = tokio::spawn(watch(handle, args.config.clone(), Duration::from_millis(args.reload_interval_ms)));
     let listener =

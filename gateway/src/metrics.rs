@@ -143,10 +143,21 @@ impl Metrics {
     }
 
     /// Record the units of one completed ingest at `provider`, by unit status.
-    pub fn record_units(&self, provider: &str, operation: Operation, accepted: usize, rejected: usize, degraded: usize) {
+    pub fn record_units(
+        &self,
+        provider: &str,
+        operation: Operation,
+        accepted: usize,
+        rejected: usize,
+        degraded: usize,
+    ) {
         for (status, count) in [("accepted", accepted), ("rejected", rejected), ("degraded", degraded)] {
-            let labels =
-                Labels { provider: provider.to_string(), operation: operation.as_str(), outcome: status, error_code: "" };
+            let labels = Labels {
+                provider: provider.to_string(),
+                operation: operation.as_str(),
+                outcome: status,
+                error_code: "",
+            };
             self.units.get_or_create(&labels).inc_by(count as u64);
         }
     }
@@ -193,6 +204,8 @@ mod tests {
             "memgate_gateway_ingest_units_total{provider=\"repo-memory\",operation=\"nexent_ingest\",outcome=\"accepted\",error_code=\"\"} 2"
         ));
         assert!(text.contains("outcome=\"rejected\",error_code=\"\"} 1"), "{text}");
-        assert!(!text.contains("memgate_gateway_search_results_count{provider=\"repo-memory\",operation=\"nexent_ingest\""));
+        assert!(
+            !text.contains("memgate_gateway_search_results_count{provider=\"repo-memory\",operation=\"nexent_ingest\"")
+        );
     }
 }

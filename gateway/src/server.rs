@@ -4,6 +4,7 @@
 //! |---|---|
 //! | `/mcp/{provider}` | Remote MCP ([`crate::mcp`]), behind [`mcp_guard`] |
 //! | `POST /nexent/v1/{provider}/search` | Nexent search ([`crate::nexent`]) |
+//! | `POST /nexent/v1/{provider}/ingest` | Nexent ingest ([`crate::nexent`]) |
 //! | `GET /healthz` | 200 while the process serves HTTP |
 //! | `GET /readyz` | 200 with `{"ready":true,"providers":N,"generation":G,"lastReloadError":null\|"..."}` |
 //! | `GET /metrics` | OpenMetrics text ([`crate::metrics`]) |

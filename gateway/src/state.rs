@@ -1,10 +1,12 @@
 //! The gateway's shared state and the one search entry both surfaces use.
 //!
 //! Owns what a request needs besides its own input: the live config, the bounded engine, the
-//! metrics, the kill switches and the authenticator. [`AppState::search`] is the only path from a
-//! surface to the engine: it applies `bindUserIdToSubject`, and records the metrics, the span and
-//! one log event per call (provider, operation, outcome, error code, count: never the query).
+//! metrics, the kill switches, the authenticator and the ingest ledger. [`AppState::search`] is
+//! the only path from a surface to the engine's search, [`AppState::ingest`] the only one to
+//! [`crate::ingest`]: both apply `bindUserIdToSubject`, and record the metrics, the span and one
+//! log event per call (provider, operation, outcome, error code, counts: never the query or content).
 
+use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -15,6 +17,7 @@ use tracing::Instrument;
 use crate::auth::{Authenticator, Caller};
 use crate::config::{ConfigHandle, Provider};
 use crate::engine::{Engine, EngineError, Item, Target};
+use crate::ingest::{IngestError, IngestRequest, IngestResult, Ledger, MemoryLedger, UnitStatus};
 use crate::mcp::ProviderSearch;
 use crate::metrics::{Metrics, Operation, Outcome};
 use crate::telemetry;
@@ -82,12 +85,29 @@ pub struct AppState {
     metrics: Metrics,
     auth: Authenticator,
     settings: Settings,
+    ledger: SharedLedger,
+}
+
+/// The ingest ledger behind a `Debug` that says nothing about it (a Redis URL may hold a password).
+struct SharedLedger(Arc<dyn Ledger>);
+
+impl std::fmt::Debug for SharedLedger {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Ledger")
+    }
 }
 
 impl AppState {
-    /// Assemble the state.
+    /// Assemble the state, with an in-process [`MemoryLedger`] for ingest (see [`AppState::with_ledger`]).
     pub fn new(config: Arc<ConfigHandle>, engine: Engine, auth: Authenticator, settings: Settings) -> AppState {
-        AppState { config, engine, metrics: Metrics::new(), auth, settings }
+        let ledger = SharedLedger(Arc::new(MemoryLedger::default()));
+        AppState { config, engine, metrics: Metrics::new(), auth, settings, ledger }
+    }
+
+    /// Use `ledger` for ingest idempotency instead (e.g. a [`crate::ingest::RedisLedger`] shared by replicas).
+    pub fn with_ledger(mut self, ledger: Arc<dyn Ledger>) -> AppState {
+        self.ledger = SharedLedger(ledger);
+        self
     }
 
     /// The live config.
@@ -158,18 +178,69 @@ impl AppState {
         query: &str,
         limit: u32,
     ) -> Result<Vec<Item>, EngineError> {
-        let bound;
-        let target = if provider.access.bind_user_id_to_subject {
-            let subject = caller.subject.clone().ok_or(EngineError::InvalidRequest)?;
-            let mut scope = provider.target.scope.clone();
-            scope.user_id = Some(subject);
-            bound = Target { scope, ..provider.target.clone() };
-            &bound
-        } else {
-            &provider.target
-        };
+        let target = target_for(provider, caller).ok_or(EngineError::InvalidRequest)?;
         let key = format!("{}/{}", provider.namespace, provider.name);
-        self.engine.search(&key, target, &provider.dialect, provider.encoding, query, limit).await
+        self.engine.search(&key, &target, &provider.dialect, provider.encoding, query, limit).await
+    }
+
+    /// Write `request`'s units to `provider` on behalf of `caller` through [`crate::ingest`] and
+    /// the ledger, recording metrics (the call and its units by status), the span and one log
+    /// event. With `bindUserIdToSubject` a caller without a subject fails as
+    /// [`EngineError::InvalidRequest`] without any upstream request. Run it to completion (the
+    /// route spawns it): a dropped call leaves its current unit to lapse into degraded.
+    pub async fn ingest(
+        &self,
+        provider: &Provider,
+        caller: &Caller,
+        request: IngestRequest,
+    ) -> Result<IngestResult, IngestError> {
+        let operation = Operation::NexentIngest;
+        let span = telemetry::provider_span(operation, &provider.name);
+        let mut record = Recording {
+            metrics: &self.metrics,
+            provider,
+            operation,
+            started: Instant::now(),
+            span: &span,
+            done: false,
+        };
+        let result = match target_for(provider, caller) {
+            Some(target) => {
+                crate::ingest::ingest_with_target(&self.engine, provider, &target, self.ledger.0.as_ref(), request)
+                    .instrument(span.clone())
+                    .await
+            }
+            None => Err(IngestError::Upstream { error: EngineError::InvalidRequest, accepted_before: 0 }),
+        };
+        match &result {
+            Ok(outcome) => {
+                let degraded = outcome.unit_results.iter().filter(|u| u.status == UnitStatus::Degraded).count();
+                self.metrics.record_units(
+                    &provider.name,
+                    operation,
+                    outcome.accepted_count,
+                    outcome.rejected_count,
+                    degraded,
+                );
+                span.record("memory.unit.accepted_count", outcome.accepted_count);
+                span.record("memory.unit.rejected_count", outcome.rejected_count);
+                record.finish(Outcome::Ok(outcome.accepted_count));
+            }
+            Err(err) => record.finish(Outcome::Error(err.code().as_str())),
+        }
+        result
+    }
+}
+
+/// The provider's target, with `user_id` bound to the caller's subject when the provider binds it;
+/// `None` when it binds and the caller has no subject.
+fn target_for<'a>(provider: &'a Provider, caller: &Caller) -> Option<Cow<'a, Target>> {
+    if provider.access.bind_user_id_to_subject {
+        let mut scope = provider.target.scope.clone();
+        scope.user_id = Some(caller.subject.clone()?);
+        Some(Cow::Owned(Target { scope, ..provider.target.clone() }))
+    } else {
+        Some(Cow::Borrowed(&provider.target))
     }
 }
 
@@ -195,13 +266,26 @@ impl Recording<'_> {
         };
         telemetry::finish_span(self.span, name, code, count);
         let _entered = self.span.enter();
+        let duration_ms = u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX);
+        if self.operation == Operation::NexentIngest {
+            tracing::info!(
+                provider = %self.provider.name,
+                operation = self.operation.as_str(),
+                outcome = name,
+                error_code = code.unwrap_or(""),
+                accepted = count.unwrap_or(0),
+                duration_ms,
+                "ingest finished"
+            );
+            return;
+        }
         tracing::info!(
             provider = %self.provider.name,
             operation = self.operation.as_str(),
             outcome = name,
             error_code = code.unwrap_or(""),
             results = count.unwrap_or(0),
-            duration_ms = u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX),
+            duration_ms,
             "search finished"
         );
     }

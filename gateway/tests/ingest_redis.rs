@@ -1,8 +1,8 @@
 //! Exactly-once effect across gateway replicas sharing one real `redis-server`.
 //!
 //! Each "replica" is a separate [`Engine`] plus its own [`RedisLedger`] (its own Redis
-//! connection), in one test process: the serve binary has no ledger flag yet, so two processes are
-//! not possible here. The Redis server is a child process of the test on a free port, without
+//! connection), in one test process, so the ledger's races can be driven precisely; the same with
+//! two real `memgate-gateway serve --ledger redis://…` processes is in `nexent_ingest.rs`. The Redis server is a child process of the test on a free port, without
 //! persistence; the test fails (never skips) when `/usr/bin/redis-server` is missing.
 
 mod ingest_support;

@@ -1,4 +1,5 @@
-//! The Nexent search API: `POST /nexent/v1/{provider}/search`.
+//! The Nexent API: `POST /nexent/v1/{provider}/search` and `POST /nexent/v1/{provider}/ingest`
+//! (the `ingest` submodule).
 //!
 //! Owns Nexent's wire shapes (`reference/nexent.md` §2) over HTTP and the mapping of every failure
 //! onto `{code, severity, message, retry_after_seconds}` with an HTTP status ([`ApiError`]). It
@@ -35,6 +36,8 @@ use crate::metrics::Operation;
 use crate::profile::normalize_query;
 use crate::state::AppState;
 
+mod ingest;
+
 /// `limit` when the request has none.
 pub const DEFAULT_LIMIT: u32 = 5;
 /// Largest accepted request body.
@@ -42,7 +45,9 @@ pub const MAX_BODY_BYTES: usize = 1024 * 1024;
 
 /// The routes of this surface.
 pub fn router() -> Router<Arc<AppState>> {
-    Router::new().route("/nexent/v1/{provider}/search", post(search))
+    Router::new()
+        .route("/nexent/v1/{provider}/search", post(search))
+        .route("/nexent/v1/{provider}/ingest", post(ingest::ingest))
 }
 
 /// The fields of Nexent's `MemorySearchRequest` the gateway reads; all others are ignored.

@@ -1,0 +1,208 @@
+//! `POST /nexent/v1/{provider}/ingest`: Nexent's `MemoryIngestRequest` in, `MemoryIngestResult` out.
+//!
+//! A completed call is 200 whatever its `status` (`ok`, `partial`, `error`: the unit results say
+//! why). A call-level failure is the error JSON of [`ApiError`], as for search, plus:
+//!
+//! | case | status | code | severity |
+//! |---|---|---|---|
+//! | provider without `nexent.ingest` | 404 | `provider_error` | non_retryable |
+//! | provider without a verified write contract | 404 | `provider_error` | non_retryable |
+//! | ingest kill switch off | 503 | `provider_error` | retryable |
+//! | body not a `MemoryIngestRequest`, or over a bound of [`crate::ingest::validate`] | 400 | `invalid_payload` | non_retryable |
+//! | the same unit is being written by another call | 409 | `provider_error` | retryable |
+//! | idempotency ledger unavailable | 503 | `provider_error` | retryable |
+//!
+//! Checks run in this order: provider (404), caller (401 / 403 / 503), ingest kill switch (503),
+//! body (413 / 400), then the ingest. The ingest runs in its own task, so a caller that goes away
+//! does not leave a unit half-done (it would otherwise lapse into degraded).
+
+use std::sync::Arc;
+
+use axum::body::{Body, Bytes};
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::Response;
+use tokio::time::Instant;
+
+use super::{ApiError, MAX_BODY_BYTES, json_response};
+use crate::engine::Severity;
+use crate::ingest::{IngestError, IngestRequest};
+use crate::metrics::Operation;
+use crate::state::AppState;
+
+impl ApiError {
+    /// 404: the provider has no verified write contract.
+    pub fn not_writable() -> ApiError {
+        ApiError::new(
+            StatusCode::NOT_FOUND,
+            "provider_error",
+            Severity::NonRetryable,
+            "This provider cannot ingest: its dialect has no verified write contract.",
+        )
+    }
+
+    /// 503: the ingest kill switch is off.
+    pub fn ingest_switched_off() -> ApiError {
+        ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "provider_error",
+            Severity::Retryable,
+            "External memory ingest is disabled.",
+        )
+    }
+
+    /// 400: the body is not a `MemoryIngestRequest`.
+    pub fn bad_ingest_request() -> ApiError {
+        ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "invalid_payload",
+            Severity::NonRetryable,
+            "The request must be a JSON MemoryIngestRequest object: `tenant_id`, `user_id`, `idempotency_key` \
+             and `units` (each with `event_id`, `event_type`, `unit_type` and `unit_content`).",
+        )
+    }
+
+    /// 500: the ingest task ended without an answer.
+    pub fn internal() -> ApiError {
+        ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "provider_error",
+            Severity::Retryable,
+            "The gateway failed to finish the request.",
+        )
+    }
+
+    /// The response to an ingest that failed as a whole.
+    pub fn from_ingest(err: &IngestError) -> ApiError {
+        let retryable = |status, message| ApiError::new(status, "provider_error", Severity::Retryable, message);
+        match err {
+            IngestError::InvalidPayload(message) => {
+                ApiError::new(StatusCode::BAD_REQUEST, "invalid_payload", Severity::NonRetryable, message)
+            }
+            IngestError::NotWritable => ApiError::not_writable(),
+            IngestError::InProgress => retryable(
+                StatusCode::CONFLICT,
+                "Another request with the same idempotency key is still being written; retry later.",
+            ),
+            IngestError::Ledger(_) => {
+                retryable(StatusCode::SERVICE_UNAVAILABLE, "The gateway's idempotency ledger is unavailable.")
+            }
+            IngestError::Upstream { error, .. } => ApiError::from_engine(error),
+        }
+    }
+}
+
+pub(super) async fn ingest(
+    State(state): State<Arc<AppState>>,
+    Path(provider): Path<String>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
+    let started = Instant::now();
+    let provider = state.provider(&provider).filter(|p| p.nexent_ingest).ok_or_else(ApiError::not_found)?;
+    if provider.write.is_none() {
+        return Err(ApiError::not_writable());
+    }
+    let operation = Operation::NexentIngest;
+    let refuse = |err: ApiError| {
+        state.record_refusal(&provider, operation, err.body.code, started.elapsed());
+        err
+    };
+    let caller =
+        state.auth().authenticate(&provider.access, &headers).await.map_err(|e| refuse(ApiError::from_auth(e)))?;
+    if !state.settings().switches.ingest {
+        return Err(refuse(ApiError::ingest_switched_off()));
+    }
+    let bytes = axum::body::to_bytes(body, MAX_BODY_BYTES).await.map_err(|_| refuse(ApiError::too_large()))?;
+    let request = parse(&bytes).ok_or_else(|| refuse(ApiError::bad_ingest_request()))?;
+    let task_state = Arc::clone(&state);
+    let task_provider = Arc::clone(&provider);
+    let task = tokio::spawn(async move { task_state.ingest(&task_provider, &caller, request).await });
+    match task.await {
+        Ok(Ok(result)) => Ok(json_response(StatusCode::OK, &result)),
+        Ok(Err(err)) => Err(ApiError::from_ingest(&err)),
+        Err(_) => Err(ApiError::internal()),
+    }
+}
+
+/// The request, or `None` when the body is not a JSON object of the right shape.
+fn parse(bytes: &Bytes) -> Option<IngestRequest> {
+    // Through `Value` so that only an object is accepted (serde would also read a struct from an array).
+    let value: serde_json::Value = serde_json::from_slice(bytes).ok()?;
+    if !value.is_object() {
+        return None;
+    }
+    serde_json::from_value(value).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::engine::EngineError;
+    use crate::ingest::LedgerError;
+
+    fn parsed(value: serde_json::Value) -> Option<IngestRequest> {
+        parse(&Bytes::from(serde_json::to_vec(&value).expect("json")))
+    }
+
+    #[test]
+    fn requests_parse_with_defaults_and_shapes_are_refused() {
+        let ok = json!({"tenant_id": "t", "user_id": "u", "idempotency_key": "k", "units": [], "later": 1});
+        assert!(parsed(ok).is_some());
+        for bad in [
+            json!([]),
+            json!({"tenant_id": "t", "user_id": "u", "units": []}),
+            json!({"tenant_id": "t", "user_id": "u", "idempotency_key": "k", "units": [{"event_id": "e"}]}),
+            json!({"tenant_id": 1, "user_id": "u", "idempotency_key": "k", "units": []}),
+        ] {
+            assert!(parsed(bad.clone()).is_none(), "{bad}");
+        }
+        assert!(parse(&Bytes::from_static(b"{nope")).is_none());
+    }
+
+    #[test]
+    fn ingest_errors_map_to_statuses() {
+        let cases = [
+            (
+                IngestError::InvalidPayload("`units` may hold at most 100 units per request"),
+                400,
+                "invalid_payload",
+                "non_retryable",
+            ),
+            (IngestError::NotWritable, 404, "provider_error", "non_retryable"),
+            (IngestError::InProgress, 409, "provider_error", "retryable"),
+            (IngestError::Ledger(LedgerError::Unavailable), 503, "provider_error", "retryable"),
+            (
+                IngestError::Upstream { error: EngineError::Unauthorized, accepted_before: 1 },
+                502,
+                "unauthorized",
+                "non_retryable",
+            ),
+            (
+                IngestError::Upstream { error: EngineError::ServerError(503), accepted_before: 0 },
+                502,
+                "provider_error",
+                "retryable",
+            ),
+            (
+                IngestError::Upstream { error: EngineError::Connect, accepted_before: 0 },
+                502,
+                "provider_error",
+                "retryable",
+            ),
+            (IngestError::Upstream { error: EngineError::Timeout, accepted_before: 0 }, 504, "timeout", "retryable"),
+        ];
+        for (err, status, code, severity) in cases {
+            let api = ApiError::from_ingest(&err);
+            assert_eq!((api.status.as_u16(), api.body.code, api.body.severity), (status, code, severity), "{err:?}");
+        }
+        let limited = IngestError::Upstream {
+            error: EngineError::RateLimited { retry_after_seconds: Some(4) },
+            accepted_before: 0,
+        };
+        let api = ApiError::from_ingest(&limited);
+        assert_eq!((api.status.as_u16(), api.body.retry_after_seconds), (429, Some(4)));
+    }
+}

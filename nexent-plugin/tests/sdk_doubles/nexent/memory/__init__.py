@@ -1,0 +1,1 @@
+"""TEST DOUBLE of ``nexent.memory`` (see the package docstring)."""

@@ -1,0 +1,1 @@
+"""TEST DOUBLE of ``nexent.memory.providers`` (see the package docstring)."""
