@@ -4,7 +4,9 @@
 #     cached; see e2e/control-plane/README.md);
 #  2. runs every Rust test of the workspace (unit, contract, real API server, real gateway processes);
 #  3. runs the official MCP Python SDK against the real gateway binary (gateway/tests/python/run.sh);
-#  4. runs the README's quickstart once (dev upstream + gateway + one MCP round trip).
+#  4. loads the Nexent plugin the way Nexent's loader does and drives it through the real gateway
+#     (nexent-plugin/tests/run.sh);
+#  5. runs the README's quickstart once (dev upstream + gateway + one MCP round trip).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -17,6 +19,9 @@ cargo test --workspace --locked --no-fail-fast
 
 echo "== MCP Python SDK against the gateway" >&2
 bash gateway/tests/python/run.sh
+
+echo "== Nexent plugin harness" >&2
+bash nexent-plugin/tests/run.sh
 
 echo "== quickstart" >&2
 MEMGATE_QUICKSTART_ONCE=1 MEMGATE_QUICKSTART_LISTEN=127.0.0.1:18080 ./scripts/quickstart.sh >/dev/null
