@@ -66,6 +66,18 @@ def _fail(operation, code, severity, message, retry_after_seconds=None):
     return EXCEPTIONS[severity](text, error)
 
 
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    """Never follow a redirect: the request carries the access token, and a 3xx must not move it
+    (or a forged answer) to another host. The 3xx then surfaces as an HTTPError."""
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):
+        return None
+
+
+# No proxies from the environment and no redirects: the token goes to the configured gateway only.
+_OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}), _NoRedirect())
+
+
 def _by_status(status):
     """(code, severity) for an HTTP status without a usable error body."""
     if status == 401:
@@ -225,7 +237,7 @@ class MemgateMemoryProvider:
             headers["Authorization"] = "Bearer " + self._token
         request = urllib.request.Request(f"{self._base}/{operation}", data=data, headers=headers, method="POST")
         try:
-            with urllib.request.urlopen(request, timeout=self._timeout) as response:
+            with _OPENER.open(request, timeout=self._timeout) as response:
                 raw = response.read(MAX_RESPONSE_BYTES + 1)
         except urllib.error.HTTPError as err:
             failure = self._http_failure(operation, err)

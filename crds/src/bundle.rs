@@ -110,7 +110,12 @@ pub fn secret_reference(
             format!("Secret \"{namespace}/{secret_name}\" has no key \"{}\"", secret_ref.key),
         ));
     };
-    credential_value(field, value).err()
+    credential_value(field, value).err().map(|v| {
+        Violation::new(
+            v.field,
+            format!("Secret \"{namespace}/{secret_name}\" key \"{}\": {}", secret_ref.key, v.message),
+        )
+    })
 }
 
 #[cfg(test)]

@@ -24,6 +24,7 @@ use crate::status::Condition;
     category = "memgate",
     derive = "PartialEq",
     cel,
+    doc = "A closed, versioned description of one Mem0-compatible search call; the name is the dialect id and the spec is immutable.",
     printcolumn(name = "Version", type_ = "integer", json_path = ".spec.dialectVersion"),
     printcolumn(name = "Method", type_ = "string", json_path = ".spec.search.method"),
     printcolumn(name = "Accepted", type_ = "string", json_path = ".status.conditions[?(@.type==\"Accepted\")].status"),
@@ -264,5 +265,6 @@ pub struct DialectPresetStatus {
     pub observed_generation: Option<i64>,
     /// `Accepted` carries the validation verdict.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
     pub conditions: Vec<Condition>,
 }

@@ -19,9 +19,29 @@ use crate::{API_VERSION, DialectPreset, MemoryProvider};
 pub struct ParseError(String);
 
 /// Split a YAML text into its documents, dropping empty ones; each keeps its 0-based index.
+///
+/// Parse errors carry the position and the parser's reason but no snippet of the text: the text may
+/// be a Secret, and these messages reach logs, `/readyz` and CI output.
 pub fn documents(text: &str) -> Result<Vec<(usize, Value)>, ParseError> {
-    let docs: Vec<Value> = serde_saphyr::from_multiple(text).map_err(|e| ParseError(e.to_string()))?;
-    Ok(docs.into_iter().enumerate().filter(|(_, v)| !v.is_null()).collect())
+    let options = serde_saphyr::options! { with_snippet: false };
+    let docs: Vec<Value> =
+        serde_saphyr::from_multiple_with_options(text, options).map_err(|e| ParseError(e.to_string()))?;
+    let mut out = Vec::new();
+    for (index, doc) in docs.into_iter().enumerate() {
+        match list_items(&doc) {
+            // A `v1 List` (what `kubectl get -o yaml` prints) is applied item by item: so is it read.
+            Some(items) => out.extend(items.iter().filter(|v| !v.is_null()).map(|v| (index, v.clone()))),
+            None if !doc.is_null() => out.push((index, doc)),
+            None => {}
+        }
+    }
+    Ok(out)
+}
+
+fn list_items(doc: &Value) -> Option<&Vec<Value>> {
+    let is_list = doc.get("apiVersion").and_then(Value::as_str) == Some("v1")
+        && doc.get("kind").and_then(Value::as_str) == Some("List");
+    if is_list { doc.get("items").and_then(Value::as_array) } else { None }
 }
 
 /// A recognised object.
@@ -71,7 +91,13 @@ pub fn classify(value: &Value) -> Result<Object, Vec<Violation>> {
     let api_version = map.get("apiVersion").and_then(Value::as_str);
     let kind = map.get("kind").and_then(Value::as_str);
     match (api_version, kind) {
-        (Some("v1"), Some("Secret")) => typed(value).map(|s| Object::Secret(Box::new(s))),
+        (Some("v1"), Some("Secret")) => typed(value).map(|s| Object::Secret(Box::new(s))).map_err(|found| {
+            // serde's messages quote the offending value; for a Secret that is a credential.
+            found
+                .into_iter()
+                .map(|v| Violation::new(v.field, "must be a Secret with string data (base64) or stringData values"))
+                .collect()
+        }),
         (api, Some(kind @ ("DialectPreset" | "MemoryProvider"))) => {
             let mut found = Vec::new();
             if api != Some(API_VERSION) {
@@ -90,8 +116,12 @@ pub fn classify(value: &Value) -> Result<Object, Vec<Violation>> {
                 typed(value).map(|o| Object::MemoryProvider(Box::new(o)))
             }
         }
-        (Some(_), Some(_)) => Ok(Object::Other),
-        _ => Err(vec![Violation::new("<document>", "must have string apiVersion and kind")]),
+        (Some(api), kind) if api.starts_with("memgate.io/") => Err(vec![Violation::new(
+            "kind",
+            format!("{} is not a memgate.io kind: use DialectPreset or MemoryProvider", kind.unwrap_or("<none>")),
+        )]),
+        // Anything else (other kinds, Helm values, CI files without apiVersion/kind) is not memgate's.
+        _ => Ok(Object::Other),
     }
 }
 
@@ -201,7 +231,39 @@ spec:
     }
 
     #[test]
+    fn list_items_are_read_and_unknown_memgate_kinds_are_errors() {
+        let text = format!(
+            "apiVersion: v1\nkind: List\nitems:\n{}",
+            PROVIDER
+                .trim()
+                .lines()
+                .enumerate()
+                .map(|(i, l)| if i == 0 { format!("- {l}\n") } else { format!("  {l}\n") })
+                .collect::<String>()
+        );
+        let docs = documents(&text).expect("yaml");
+        assert_eq!(docs.len(), 1);
+        assert!(matches!(classify(&docs[0].1), Ok(Object::MemoryProvider(_))));
+        let typo = PROVIDER.replace("kind: MemoryProvider", "kind: MemoryProviders");
+        let docs = documents(&typo).expect("yaml");
+        assert_eq!(classify(&docs[0].1).unwrap_err()[0].field, "kind");
+        let values = documents("replicaCount: 2\nimage: {tag: x}\n").expect("yaml");
+        assert!(matches!(classify(&values[0].1), Ok(Object::Other)));
+    }
+
+    #[test]
     fn broken_yaml_is_a_parse_error() {
         assert!(documents("a: [1, 2\n").is_err());
+    }
+
+    #[test]
+    fn parse_errors_never_quote_the_text() {
+        let text = "apiVersion: v1\nkind: Secret\nstringData:\n  api-key: \"sk-live-TOPSECRET\" trailing\n";
+        let err = documents(text).unwrap_err().to_string();
+        assert!(!err.contains("TOPSECRET"), "{err}");
+        let text = "apiVersion: v1\nkind: Secret\nmetadata: {name: s}\nstringData: {api-key: [sk-live-TOPSECRET]}\ndata: {b: \"!!notbase64-TOPSECRET\"}\n";
+        let docs = documents(text).expect("yaml");
+        let err = classify(&docs[0].1).unwrap_err();
+        assert!(err.iter().all(|v| !v.to_string().contains("TOPSECRET")), "{err:?}");
     }
 }

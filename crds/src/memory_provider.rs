@@ -39,6 +39,7 @@ fn default_timeout_ms() -> u32 {
     category = "memgate",
     derive = "PartialEq",
     cel,
+    doc = "One upstream memory service (endpoint + dialect + fixed scope + credential by Secret reference), served as one Remote MCP server and optionally one Nexent provider.",
     printcolumn(name = "Dialect", type_ = "string", json_path = ".status.dialect"),
     printcolumn(name = "Ready", type_ = "string", json_path = ".status.conditions[?(@.type==\"Ready\")].status"),
     printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
@@ -61,6 +62,7 @@ pub struct MemoryProviderSpec {
     pub scope: Scope,
     /// Upstream timeout in milliseconds, 1..30000 (default 5000).
     #[serde(default = "default_timeout_ms")]
+    #[schemars(range(min = 1, max = 30000))]
     #[x_kube(validation = Rule::new("self >= 1 && self <= 30000").message("spec.timeoutMs must be between 1 and 30000"))]
     pub timeout_ms: u32,
     /// Remote MCP surface.
@@ -203,6 +205,7 @@ impl NexentSpec {
 /// Who may call a provider. Every method is opt-in; with none set nobody can call.
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default)]
 #[x_kube(validation = Rule::new("(has(self.anonymous) && self.anonymous) || has(self.bearerToken) || has(self.serviceAccounts)").message("spec.access: no caller could reach this provider; set anonymous: true, bearerToken or serviceAccounts"))]
+#[x_kube(validation = Rule::new("!(has(self.bindUserIdToSubject) && self.bindUserIdToSubject) || has(self.serviceAccounts)").message("spec.access.bindUserIdToSubject needs spec.access.serviceAccounts: only a ServiceAccount token names the caller"))]
 #[x_kube(validation = Rule::new("!(has(self.anonymous) && self.anonymous && has(self.bindUserIdToSubject) && self.bindUserIdToSubject)").message("spec.access.bindUserIdToSubject needs an authenticated caller and cannot be combined with anonymous: true"))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct AccessSpec {
@@ -266,6 +269,7 @@ pub struct MemoryProviderStatus {
     pub observed_generation: Option<i64>,
     /// `Accepted`, `ResolvedRefs` and `Ready`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
     pub conditions: Vec<Condition>,
     /// Resolved dialect id.
     #[serde(default, skip_serializing_if = "Option::is_none")]

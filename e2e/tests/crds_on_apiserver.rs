@@ -6,7 +6,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, PostParams};
 use kube::{Client, Resource};
 use memgate_crds::manifest::{Object, classify, documents};
 use memgate_crds::{DialectPreset, MemoryProvider};
@@ -79,17 +79,33 @@ async fn create(client: &Client, ns: &str, object: Object, rename: Option<&str>)
 }
 
 #[tokio::test]
-async fn quickstart_objects_are_accepted() {
+async fn quickstart_objects_are_accepted_and_defaulted_by_the_server() {
     let (client, ns) = setup().await;
-    for file in ["examples/gitops/team-dialect.yaml", "examples/quickstart/mem0-oss.yaml"] {
-        for object in objects(&repo_file(file)) {
-            let rename = format!("team-search-{ns}");
-            create(&client, &ns, object, Some(&rename)).await.unwrap_or_else(|e| panic!("{file}: {e}"));
+    let preset = objects(&repo_file("examples/gitops/team-dialect.yaml")).into_iter().next().expect("preset");
+    create(&client, &ns, preset, Some(&format!("team-search-{ns}"))).await.expect("preset accepted");
+    // Send the provider exactly as written (no serde defaults filled in), then read it back raw:
+    // every default must come from the CRD schema, applied by the API server.
+    let resource = ApiResource::erase::<MemoryProvider>(&());
+    let api = Api::<DynamicObject>::namespaced_with(client, &ns, &resource);
+    for (_, mut value) in documents(&repo_file("examples/quickstart/mem0-oss.yaml")).expect("yaml") {
+        if value["kind"] != "MemoryProvider" {
+            continue;
         }
+        value["metadata"]["namespace"] = serde_json::Value::String(ns.clone());
+        let object: DynamicObject = serde_json::from_value(value).expect("an object");
+        api.create(&PostParams::default(), &object).await.expect("provider accepted");
     }
-    let stored = Api::<MemoryProvider>::namespaced(client, &ns).get("repo-memory").await.expect("stored");
-    assert_eq!(stored.spec.timeout_ms, 5000);
-    assert!(stored.spec.mcp.enabled);
+    let raw = api.get("repo-memory").await.expect("stored");
+    let spec = &raw.data["spec"];
+    assert_eq!(spec["enabled"], true, "{spec}");
+    assert_eq!(spec["endpoint"]["basePath"], "", "{spec}");
+    assert_eq!(spec["access"]["bindUserIdToSubject"], false, "{spec}");
+    assert_eq!(spec["nexent"]["pluginClaim"], serde_json::Value::Null, "{spec}");
+    let written = documents(&repo_file("examples/quickstart/mem0-oss.yaml")).expect("yaml");
+    assert!(
+        written[0].1["spec"]["endpoint"].get("basePath").is_none(),
+        "the example must leave basePath to the default"
+    );
 }
 
 #[tokio::test]
@@ -106,6 +122,7 @@ async fn cel_rules_refuse_every_single_object_violation_naming_the_field() {
         ("custom-preset-ingest", "spec.nexent.ingest"),
         ("builtin-name-taken", "metadata.name"),
         ("get-with-json-body", "spec.search"),
+        ("bind-without-service-accounts", "spec.access.bindUserIdToSubject"),
     ] {
         let text = repo_file(&format!("examples/invalid/{example}.yaml"));
         let object = objects(&text).into_iter().next().expect("one object");

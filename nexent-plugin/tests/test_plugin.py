@@ -227,3 +227,51 @@ def test_bad_settings_fail_without_a_request(plugins):
         exc = failure(repo.search(search_request("tags")), NonRetryableProviderError)
         assert exc.error.code == ProviderErrorCode.INVALID_PAYLOAD
         assert_clean(exc, secret, secret.split("\n")[1])
+
+
+def test_a_redirect_is_never_followed_and_the_token_never_moves(env, plugins, monkeypatch):
+    import http.server
+    import threading
+
+    seen = []
+
+    class Target(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 - http.server's naming
+            seen.append(dict(self.headers))
+            self.send_response(200)
+            self.end_headers()
+            self.wfile.write(b"[]")
+
+        do_POST = do_GET
+
+        def log_message(self, *args):
+            pass
+
+    target = http.server.HTTPServer(("127.0.0.1", 0), Target)
+
+    class Redirect(http.server.BaseHTTPRequestHandler):
+        def do_POST(self):  # noqa: N802
+            self.send_response(302)
+            self.send_header("Location", "http://127.0.0.1:%d/elsewhere" % target.server_port)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    redirect = http.server.HTTPServer(("127.0.0.1", 0), Redirect)
+    for server in (target, redirect):
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+    # A proxy from the environment must not be used either: this one does not exist.
+    monkeypatch.setenv("HTTP_PROXY", "http://127.0.0.1:9")
+    monkeypatch.setenv("http_proxy", "http://127.0.0.1:9")
+    try:
+        url = "http://127.0.0.1:%d" % redirect.server_port
+        repo = provider(plugins, "repo-memory", access_token=env["MEMGATE_CALLER_TOKEN"], gateway_url=url)
+        exc = failure(repo.search(search_request("tags")), NonRetryableProviderError)
+    finally:
+        for server in (target, redirect):
+            server.shutdown()
+    assert exc.error.code == ProviderErrorCode.PROVIDER_ERROR
+    assert seen == [], "the redirect target must never be contacted"
+    assert_clean(exc, env["MEMGATE_CALLER_TOKEN"])

@@ -5,7 +5,7 @@
 //! and the built-in dialects. Secrets are optional (GitOps repositories rarely hold them), but a
 //! Secret that is given must hold a usable value for every key a provider references.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::path::{Path, PathBuf};
 
@@ -13,7 +13,7 @@ use kube::CustomResourceExt;
 use kube::core::cel::{ErrorKind, Validator};
 use memgate_crds::bundle::{Bundle, MissingSecrets, provider_references};
 use memgate_crds::manifest::{Object, classify, documents, identity, secret_data};
-use memgate_crds::validation::{Violation, memory_provider};
+use memgate_crds::validation::{Violation, memory_provider, provider_identity};
 use memgate_crds::{DialectPreset, MemoryProvider, crd};
 use serde_json::Value;
 
@@ -47,7 +47,7 @@ pub struct Report {
     invalid: usize,
     unreadable: usize,
     objects: usize,
-    reported: std::collections::BTreeSet<(String, usize, String)>,
+    reported: BTreeSet<(String, usize, String, String)>,
 }
 
 impl Report {
@@ -70,9 +70,9 @@ impl Report {
         )
     }
 
-    /// Record a problem, unless the same field of the same document was already reported.
+    /// Record a problem, unless the same one was already reported for this document.
     fn problem(&mut self, origin: &Origin, violation: Violation) {
-        let key = (origin.file.clone(), origin.index, violation.field.clone());
+        let key = (origin.file.clone(), origin.index, violation.field.clone(), violation.message.clone());
         if !self.reported.insert(key) {
             return;
         }
@@ -85,10 +85,20 @@ impl Report {
 pub fn validate_paths(paths: &[PathBuf]) -> Report {
     let mut report = Report::default();
     let mut files = Vec::new();
+    let mut seen = BTreeSet::new();
     for path in paths {
-        if let Err(err) = collect_files(path, &mut files) {
-            report.unreadable += 1;
-            report.lines.push(format!("{}: unreadable: {err}", path.display()));
+        let before = files.len();
+        match collect_files(path, &mut files, &mut seen) {
+            // A path that holds no YAML at all is almost always a wrong path in a pipeline.
+            Ok(()) if files.len() == before && path.is_dir() => {
+                report.unreadable += 1;
+                report.lines.push(format!("{}: no *.yaml or *.yml files found", path.display()));
+            }
+            Ok(()) => {}
+            Err(err) => {
+                report.unreadable += 1;
+                report.lines.push(format!("{}: unreadable: {err}", path.display()));
+            }
         }
     }
     let mut bundle = Bundle::default();
@@ -157,6 +167,7 @@ fn check_document(
             if name.is_empty() {
                 found.push(Violation::new("metadata.name", "is required"));
             }
+            found.extend(provider_identity(&name, &namespace));
             found.extend(memory_provider(&provider.spec));
             note_duplicate(format!("MemoryProvider/{namespace}/{name}"), origin, seen, &mut found);
             providers.push((origin.clone(), (**provider).clone()));
@@ -211,7 +222,9 @@ impl Schemas {
             _ => None,
         };
         let Some(schema) = schema else { return Vec::new() };
-        let Err(errors) = Validator::new().validate(schema, value, None) else { return Vec::new() };
+        // The API server prunes nulls before it runs rules; so does this.
+        let value = without_nulls(value);
+        let Err(errors) = Validator::new().validate(schema, &value, None) else { return Vec::new() };
         errors
             .iter()
             .filter(|e| typed_ok || e.kind != ErrorKind::EvaluationError)
@@ -233,24 +246,42 @@ impl Schemas {
     }
 }
 
-fn collect_files(path: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
-    if path.is_dir() {
-        let mut entries: Vec<_> = std::fs::read_dir(path)?.collect::<Result<_, _>>()?;
-        entries.sort_by_key(|e| e.path());
+/// `value` with every null object member removed, recursively.
+fn without_nulls(value: &Value) -> Value {
+    match value {
+        Value::Object(map) => Value::Object(
+            map.iter().filter(|(_, v)| !v.is_null()).map(|(k, v)| (k.clone(), without_nulls(v))).collect(),
+        ),
+        Value::Array(items) => Value::Array(items.iter().map(without_nulls).collect()),
+        other => other.clone(),
+    }
+}
+
+/// Every `*.yaml`/`*.yml` under `path`, each once: symlinks are followed but every folder is visited
+/// once (so a loop ends), hidden entries are skipped (the `..data` folders of mounted volumes hold
+/// the same files again), and a file named twice is read once.
+fn collect_files(path: &Path, out: &mut Vec<PathBuf>, seen: &mut BTreeSet<PathBuf>) -> std::io::Result<()> {
+    let canonical = std::fs::canonicalize(path)?;
+    if !seen.insert(canonical.clone()) {
+        return Ok(());
+    }
+    if canonical.is_dir() {
+        let mut entries: Vec<PathBuf> = std::fs::read_dir(path)?
+            .filter_map(Result::ok)
+            .filter(|e| !e.file_name().to_string_lossy().starts_with('.'))
+            .map(|e| e.path())
+            .collect();
+        entries.sort();
         for entry in entries {
-            let p = entry.path();
-            if p.is_dir() {
-                collect_files(&p, out)?;
-            } else if p.extension().is_some_and(|e| e == "yaml" || e == "yml") {
-                out.push(p);
+            let is_yaml = entry.extension().is_some_and(|e| e == "yaml" || e == "yml");
+            if entry.is_dir() || is_yaml {
+                collect_files(&entry, out, seen)?;
             }
         }
-        Ok(())
     } else {
-        std::fs::metadata(path)?;
         out.push(path.to_path_buf());
-        Ok(())
     }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -281,6 +312,7 @@ mod tests {
             "custom-preset-ingest",
             "builtin-name-taken",
             "get-with-json-body",
+            "bind-without-service-accounts",
         ] {
             let (expect, doc) = example(name);
             let fields: Vec<_> = schemas.cel(&doc, true).into_iter().map(|v| v.field).collect();

@@ -114,3 +114,44 @@ fn crds_command_prints_the_committed_yaml() {
     let committed = std::fs::read_to_string(repo().join("crds/memgate.io.yaml")).expect("committed CRDs");
     assert_eq!(stdout(&out), committed);
 }
+
+#[test]
+fn folders_are_walked_once_skipping_hidden_mount_folders_and_loops() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = dir.path();
+    std::fs::copy(repo().join("examples/quickstart/mem0-oss.yaml"), root.join("mem0-oss.yaml")).expect("copy");
+    // A mounted ConfigMap repeats its files under `..data`; a loop points back at the folder.
+    std::fs::create_dir(root.join("..data")).expect("mkdir");
+    std::fs::copy(repo().join("examples/quickstart/mem0-oss.yaml"), root.join("..data/mem0-oss.yaml")).expect("copy");
+    std::os::unix::fs::symlink(root, root.join("a")).expect("symlink");
+    std::os::unix::fs::symlink(root, root.join("b")).expect("symlink");
+    // Not memgate's: Helm values and a CI workflow are left alone.
+    std::fs::write(root.join("values.yaml"), "replicaCount: 2\nimage: {tag: v1}\n").expect("write");
+    let root_arg = root.to_string_lossy().into_owned();
+    let file_arg = root.join("mem0-oss.yaml").to_string_lossy().into_owned();
+    let out = run(&["validate", &root_arg, &file_arg]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("1 memgate object(s) checked"));
+}
+
+#[test]
+fn a_folder_without_yaml_exits_2() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(dir.path().join("notes.txt"), "nothing here").expect("write");
+    let out = run(&["validate", &dir.path().to_string_lossy()]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stdout(&out).contains("no *.yaml or *.yml files found"));
+}
+
+#[test]
+fn every_problem_of_a_field_is_listed() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("path.yaml");
+    let doc = std::fs::read_to_string(repo().join("examples/invalid/basepath-traversal.yaml"))
+        .expect("example")
+        .replace("/tenant/%2e%2e/admin", "/a//../b?x");
+    std::fs::write(&file, doc).expect("write");
+    let out = run(&["validate", &file.to_string_lossy()]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(stdout(&out).matches("spec.endpoint.basePath: ").count(), 3, "{}", stdout(&out));
+}

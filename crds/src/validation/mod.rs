@@ -16,7 +16,7 @@ pub use credential::{Credential, credential_value};
 pub use dialect::{dialect_preset, dialect_spec};
 pub use origin::parse_origin;
 pub use path::{check_path, join_url};
-pub use provider::{DialectView, memory_provider, provider_against_dialect};
+pub use provider::{DialectView, memory_provider, provider_against_dialect, provider_identity};
 
 use std::fmt;
 

@@ -19,6 +19,21 @@ pub struct DialectView<'a> {
     pub can_write: bool,
 }
 
+/// Check a MemoryProvider's name and namespace: the name is a URL segment and, as
+/// `memgate-<name>`, a plugin folder name (at most 255 bytes), so at most 247 characters.
+pub fn provider_identity(name: &str, namespace: &str) -> Vec<Violation> {
+    let mut found: Vec<Violation> =
+        check_dns_subdomain("metadata.name", name, "a MemoryProvider name").into_iter().collect();
+    if name.len() > 247 {
+        found.push(Violation::new(
+            "metadata.name",
+            "must be at most 247 characters (memgate-<name> names a plugin folder)",
+        ));
+    }
+    found.extend(check_dns_label("metadata.namespace", namespace, "a namespace name"));
+    found
+}
+
 /// Check everything a single MemoryProvider can be checked for on its own.
 pub fn memory_provider(spec: &MemoryProviderSpec) -> Vec<Violation> {
     let mut found = Vec::new();
@@ -131,6 +146,12 @@ fn check_access(spec: &MemoryProviderSpec, found: &mut Vec<Violation>) {
         ));
     }
     if access.bind_user_id_to_subject {
+        if access.service_accounts.is_none() {
+            found.push(Violation::new(
+                "spec.access.bindUserIdToSubject",
+                "needs spec.access.serviceAccounts: only a ServiceAccount token names the caller (a shared bearer token names no one)",
+            ));
+        }
         if access.anonymous {
             found.push(Violation::new(
                 "spec.access.bindUserIdToSubject",
@@ -152,8 +173,8 @@ fn check_access(spec: &MemoryProviderSpec, found: &mut Vec<Violation>) {
         if audience.is_empty() || accounts.audience.len() > 253 {
             found.push(Violation::new("spec.access.serviceAccounts.audience", "must be 1 to 253 characters"));
         }
-        if accounts.allowed.is_empty() {
-            found.push(Violation::new("spec.access.serviceAccounts.allowed", "must list at least one ServiceAccount"));
+        if accounts.allowed.is_empty() || accounts.allowed.len() > 32 {
+            found.push(Violation::new("spec.access.serviceAccounts.allowed", "must list 1 to 32 ServiceAccounts"));
         }
         for (i, allowed) in accounts.allowed.iter().enumerate() {
             let base = format!("spec.access.serviceAccounts.allowed[{i}]");
@@ -222,6 +243,14 @@ mod tests {
 
     fn fields(v: &[Violation]) -> Vec<&str> {
         v.iter().map(|v| v.field.as_str()).collect()
+    }
+
+    #[test]
+    fn provider_names_must_be_kubernetes_names() {
+        assert!(provider_identity("repo-memory", "agents").is_empty());
+        let fields: Vec<_> = provider_identity("Repo_Memory/..", "Agents").into_iter().map(|v| v.field).collect();
+        assert_eq!(fields, ["metadata.name", "metadata.namespace"]);
+        assert_eq!(provider_identity(&"a".repeat(248), "agents")[0].field, "metadata.name");
     }
 
     #[test]
@@ -329,7 +358,32 @@ mod tests {
     fn bind_user_id_conflicts_are_refused() {
         let mut p = provider();
         p.access.bind_user_id_to_subject = true;
-        assert_eq!(fields(&memory_provider(&p)), ["spec.access.bindUserIdToSubject", "spec.scope.userId"]);
+        assert_eq!(
+            fields(&memory_provider(&p)),
+            ["spec.access.bindUserIdToSubject", "spec.access.bindUserIdToSubject", "spec.scope.userId"]
+        );
+    }
+
+    #[test]
+    fn bound_user_id_needs_service_accounts() {
+        let mut p = provider();
+        p.scope.user_id = None;
+        p.access = AccessSpec {
+            bearer_token: Some(BearerTokenAccess { secret_ref: SecretKeyRef { name: "tok".into(), key: "k".into() } }),
+            bind_user_id_to_subject: true,
+            ..AccessSpec::default()
+        };
+        let v = memory_provider(&p);
+        assert_eq!(fields(&v), ["spec.access.bindUserIdToSubject"]);
+        assert!(v[0].message.contains("serviceAccounts"));
+    }
+
+    #[test]
+    fn at_most_32_service_accounts() {
+        let mut p = provider();
+        let one = ServiceAccountRef { namespace: "agents".into(), name: None };
+        p.access.service_accounts = Some(ServiceAccountAccess { audience: "memgate".into(), allowed: vec![one; 33] });
+        assert_eq!(fields(&memory_provider(&p)), ["spec.access.serviceAccounts.allowed"]);
     }
 
     #[test]

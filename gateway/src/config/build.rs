@@ -9,7 +9,9 @@ use std::time::Duration;
 
 use memgate_crds::bundle::{Bundle, MissingSecrets, provider_references, resolve_dialect};
 use memgate_crds::manifest::{Object, classify, identity, secret_data};
-use memgate_crds::validation::{Credential, Violation, credential_value, memory_provider, parse_origin};
+use memgate_crds::validation::{
+    Credential, Violation, credential_value, memory_provider, parse_origin, provider_identity,
+};
 use memgate_crds::{MemoryProvider, SecretKeyRef};
 use memgate_presets::ContentEncoding;
 use serde_json::Value;
@@ -69,8 +71,12 @@ pub fn build_snapshot(
             ));
             continue;
         }
-        let mut found = memory_provider(&provider.spec);
-        if found.is_empty() {
+        let namespace = provider.metadata.namespace.as_deref().unwrap_or("default");
+        let mut found = provider_identity(&name, namespace);
+        found.extend(memory_provider(&provider.spec));
+        // A disabled provider is never served, so what it refers to need not be usable: switching a
+        // provider off must work precisely when its Secret is gone.
+        if found.is_empty() && provider.spec.enabled {
             found.extend(provider_references(provider, &bundle, memgate_presets::view, MissingSecrets::Refused));
         }
         if !found.is_empty() {
@@ -223,6 +229,14 @@ spec:
     fn disabled_provider_is_not_served() {
         let text = format!("{PROVIDER}---\n{SECRET}").replace("spec:\n", "spec:\n  enabled: false\n");
         let snapshot = build_snapshot(&docs(&text), &BTreeMap::new()).expect("valid");
+        assert!(snapshot.provider("repo-memory").is_none());
+        assert_eq!(snapshot.disabled, ["repo-memory"]);
+    }
+
+    #[test]
+    fn a_disabled_provider_needs_no_secret() {
+        let text = PROVIDER.replace("spec:\n", "spec:\n  enabled: false\n");
+        let snapshot = build_snapshot(&docs(&text), &BTreeMap::new()).expect("a disabled provider without its Secret");
         assert!(snapshot.provider("repo-memory").is_none());
         assert_eq!(snapshot.disabled, ["repo-memory"]);
     }

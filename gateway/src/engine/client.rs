@@ -70,6 +70,8 @@ impl Engine {
         }
         let client = reqwest::Client::builder()
             .redirect(reqwest::redirect::Policy::none())
+            // No retries at all: reqwest would otherwise replay refused HTTP/2 streams on its own.
+            .retry(reqwest::retry::never())
             .no_proxy()
             .build()
             .map_err(|_| EngineInitError)?;

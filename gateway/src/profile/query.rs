@@ -17,14 +17,14 @@ pub enum QueryError {
 /// Check `raw` (1 to 2000 code points, at least one non-whitespace character) and return it with
 /// every run of whitespace folded into one space and both ends trimmed.
 ///
-/// Whitespace is Unicode `White_Space` ([`char::is_whitespace`]): ASCII space, tab, line breaks,
-/// no-break and ideographic spaces, U+2028/U+2029, among others.
+/// Whitespace is what the reference implementation's JavaScript `\s` matches: Unicode `White_Space`
+/// ([`char::is_whitespace`]) without U+0085, plus U+FEFF (zero-width no-break space / BOM).
 pub fn normalize_query(raw: &str) -> Result<String, QueryError> {
     if raw.chars().nth(MAX_QUERY_CHARS).is_some() {
         return Err(QueryError::TooLong);
     }
     let mut folded = String::with_capacity(raw.len());
-    for word in raw.split(char::is_whitespace).filter(|word| !word.is_empty()) {
+    for word in raw.split(is_query_whitespace).filter(|word| !word.is_empty()) {
         if !folded.is_empty() {
             folded.push(' ');
         }
@@ -34,6 +34,11 @@ pub fn normalize_query(raw: &str) -> Result<String, QueryError> {
         return Err(QueryError::Blank);
     }
     Ok(folded)
+}
+
+/// JavaScript's `\s`: the reference normalises queries with it.
+fn is_query_whitespace(c: char) -> bool {
+    (c.is_whitespace() && c != '\u{85}') || c == '\u{FEFF}'
 }
 
 #[cfg(test)]
@@ -47,7 +52,7 @@ mod tests {
             ("  policy  ", "policy"),
             ("refund \t\n policy", "refund policy"),
             ("a\r\nb\u{000B}c\u{000C}d", "a b c d"),
-            ("a\u{00A0}\u{3000}b\u{2028}c\u{2029}d\u{0085}e", "a b c d e"),
+            ("a\u{00A0}\u{3000}b\u{2028}c\u{2029}d\u{FEFF}e", "a b c d e"),
             ("\u{2003}x\u{2009}\u{200A}y\u{202F}", "x y"),
             ("keep-punctuation: <b> & \"q\"", "keep-punctuation: <b> & \"q\""),
         ];
@@ -64,10 +69,12 @@ mod tests {
     }
 
     #[test]
-    fn zero_width_characters_are_not_whitespace() {
-        // U+200B and U+FEFF are not Unicode White_Space: the query is kept as given.
+    fn whitespace_is_javascript_whitespace() {
+        // As JavaScript's `\s`: U+FEFF is whitespace, U+0085 and U+200B are not.
+        assert_eq!(normalize_query("\u{FEFF}"), Err(QueryError::Blank));
+        assert_eq!(normalize_query("\u{FEFF}a\u{FEFF}b").as_deref(), Ok("a b"));
+        assert_eq!(normalize_query("a\u{85}b").as_deref(), Ok("a\u{85}b"));
         assert_eq!(normalize_query("\u{200B}").as_deref(), Ok("\u{200B}"));
-        assert_eq!(normalize_query("\u{FEFF}a").as_deref(), Ok("\u{FEFF}a"));
     }
 
     #[test]
