@@ -34,7 +34,7 @@ use crate::auth::Caller;
 use crate::mcp;
 use crate::metrics::{OPENMETRICS_CONTENT_TYPE, Operation};
 use crate::nexent::{self, ApiError, json_response};
-use crate::state::AppState;
+use crate::state::{AppState, AuthorizedProvider};
 
 /// The whole gateway as one router. `allowed_hosts` are the `Host` values the MCP transport
 /// accepts (empty: loopback only, see [`mcp::transport_config`]).
@@ -51,8 +51,10 @@ pub fn app(state: Arc<AppState>, allowed_hosts: Vec<String>) -> Router {
     own.merge(mcp_routes)
 }
 
-/// Access control and the kill switch in front of `/mcp/{provider}`; puts the [`Caller`] into the
-/// request extensions for the handler.
+/// Access control and the kill switch in front of `/mcp/{provider}`; puts the [`Caller`] and the
+/// provider it was authorised against ([`AuthorizedProvider`]) into the request extensions for the
+/// handler, which searches exactly that provider: a reload between the guard and the search
+/// cannot make the search run under access rules the caller was not checked against.
 pub async fn mcp_guard(
     State(state): State<Arc<AppState>>,
     Path(provider): Path<String>,
@@ -75,6 +77,7 @@ pub async fn mcp_guard(
         return refuse(ApiError::switched_off());
     }
     request.extensions_mut().insert(caller);
+    request.extensions_mut().insert(AuthorizedProvider(provider));
     next.run(request).await
 }
 

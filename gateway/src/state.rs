@@ -299,9 +299,17 @@ impl Drop for Recording<'_> {
     }
 }
 
+/// The provider a request's caller was authorised against, put into the request extensions by
+/// [`crate::server::mcp_guard`] next to the [`Caller`]. The MCP search uses exactly this provider
+/// (not a fresh config lookup), so the access rules checked and the provider searched come from
+/// the same config snapshot even when a reload lands in between.
+#[derive(Debug, Clone)]
+pub struct AuthorizedProvider(pub Arc<Provider>);
+
 /// The MCP surface's view of the gateway. Access control happens before the MCP router
-/// ([`crate::server::mcp_guard`]), which puts the [`Caller`] into the request extensions; a search
-/// without one (the guard did not run) fails closed with [`EngineError::InvalidRequest`] and no
+/// ([`crate::server::mcp_guard`]), which puts the [`Caller`] and the [`AuthorizedProvider`] into
+/// the request extensions; a search without both (the guard did not run), or for another
+/// provider than the one authorised, fails closed with [`EngineError::InvalidRequest`] and no
 /// upstream request.
 impl ProviderSearch for AppState {
     fn exists(&self, provider: &str) -> bool {
@@ -325,13 +333,18 @@ impl ProviderSearch for AppState {
         request: &'a http::Extensions,
     ) -> BoxFuture<'a, Result<Vec<Item>, EngineError>> {
         let caller = request.get::<Caller>().cloned();
+        // The provider the guard authorised the caller against, never a newer snapshot's.
+        let authorized = request.get::<AuthorizedProvider>().map(|a| Arc::clone(&a.0));
         Box::pin(async move {
-            let provider = self.provider(provider).filter(|p| p.mcp).ok_or(EngineError::InvalidRequest)?;
-            let Some(caller) = caller else {
-                tracing::warn!(provider = %provider.name, "MCP search without an authenticated caller refused");
+            let (Some(caller), Some(authorized)) = (caller, authorized) else {
+                tracing::warn!(provider, "MCP search without an authenticated caller refused");
                 return Err(EngineError::InvalidRequest);
             };
-            AppState::search(self, &provider, &caller, &query, limit, Operation::McpContextSearch).await
+            if authorized.name != provider || !authorized.mcp {
+                tracing::warn!(provider, "MCP search for a provider other than the authorised one refused");
+                return Err(EngineError::InvalidRequest);
+            }
+            AppState::search(self, &authorized, &caller, &query, limit, Operation::McpContextSearch).await
         })
     }
 }

@@ -11,11 +11,11 @@ use std::time::Duration;
 
 use memgate_crds::Scope;
 use memgate_gateway::config::Provider;
-use memgate_gateway::engine::write::{REASON_TIMEOUT, REASON_UNRECOGNISED};
+use memgate_gateway::engine::write::{REASON_SERVER_ERROR, REASON_TIMEOUT, REASON_UNRECOGNISED};
 use memgate_gateway::engine::{Engine, EngineConfig, ErrorCode, Severity};
 use memgate_gateway::ingest::{
     Claim, ClaimPolicy, IngestError, IngestStatus, Ledger, LedgerKey, MemoryLedger, REASON_ABANDONED, UnitStatus,
-    ingest,
+    ingest, ingest_with_target,
 };
 use serde_json::json;
 use support::{CREDENTIAL, Reply, Server};
@@ -278,4 +278,110 @@ async fn units_sharing_an_event_id_are_told_apart_by_unit_index() {
     }
     assert_eq!(upstream.adds(), 2);
     assert_eq!(upstream.stored("repository-memory").await, ["part one", "part two"]);
+}
+
+/// A server answering 500 to the first add and a success both write answers recognise afterwards.
+async fn fails_once_with_500() -> Server {
+    let answered = Arc::new(AtomicUsize::new(0));
+    let count = Arc::clone(&answered);
+    Server::start(move |_| {
+        if count.fetch_add(1, Ordering::SeqCst) == 0 {
+            Reply::status_json(500, &json!({"detail": "stored, then failed"}))
+        } else {
+            Reply::json(&json!({"status": "SUCCEEDED", "results": [{"id": "m-1", "event": "ADD"}]}))
+        }
+    })
+    .await
+}
+
+#[tokio::test]
+async fn a_500_is_degraded_and_never_written_twice_when_the_upstream_keeps_repeats() {
+    // mem0-oss does not drop repeats: the 500 may have come after the insert, so Nexent's retries
+    // (same idempotency key) must not send the unit again.
+    let server = fails_once_with_500().await;
+    let provider = oss(&server.origin(), CREDENTIAL, Duration::from_secs(10));
+    let (engine, ledger) = (engine(), MemoryLedger::default());
+    let request = ingest_support::request("evt-1", vec![ingest_support::unit("evt-1", "Maybe stored twice.")]);
+    for attempt in 0..NEXENT_ATTEMPTS {
+        let result = ingest(&engine, &provider, &ledger, request.clone()).await.expect("a unit outcome, not an error");
+        assert_eq!(statuses(&result), [UnitStatus::Degraded], "attempt {attempt}");
+        assert_eq!(result.unit_results[0].message.as_deref(), Some(REASON_SERVER_ERROR));
+        assert_eq!((result.status, result.accepted_count, result.rejected_count), (IngestStatus::Error, 0, 0));
+    }
+    assert_eq!(server.requests().len(), 1, "exactly one upstream add over {NEXENT_ATTEMPTS} attempts");
+}
+
+#[tokio::test]
+async fn a_500_is_resent_once_when_the_upstream_drops_exact_repeats() {
+    let server = fails_once_with_500().await;
+    let provider = platform(&server.origin(), Duration::from_secs(10));
+    let (engine, ledger) = (engine(), MemoryLedger::default());
+    let request = ingest_support::request("evt-1", vec![ingest_support::unit("evt-1", "Deduplicated upstream.")]);
+    let first = ingest(&engine, &provider, &ledger, request.clone()).await.expect("a result");
+    assert_eq!(statuses(&first), [UnitStatus::Degraded]);
+    assert_eq!(first.unit_results[0].message.as_deref(), Some(REASON_SERVER_ERROR));
+    let second = ingest(&engine, &provider, &ledger, request.clone()).await.expect("a result");
+    assert_eq!(statuses(&second), [UnitStatus::Accepted]);
+    let third = ingest(&engine, &provider, &ledger, request.clone()).await.expect("a result");
+    assert_eq!(third, second);
+    assert_eq!(server.requests().len(), 2, "re-sent once while degraded, never after acceptance");
+    let bodies: Vec<serde_json::Value> =
+        server.requests().iter().map(|r| serde_json::from_slice(&r.body).expect("json")).collect();
+    assert_eq!(bodies[0], bodies[1], "the re-send is an exact repeat");
+}
+
+#[tokio::test]
+async fn a_500_mid_batch_degrades_that_unit_and_the_call_goes_on() {
+    let server = Server::start(|request| {
+        if String::from_utf8_lossy(&request.body).contains("second") {
+            Reply::status_json(502, &json!({}))
+        } else {
+            Reply::json(&json!({"results": [{"id": "m", "event": "ADD"}]}))
+        }
+    })
+    .await;
+    let provider = oss(&server.origin(), CREDENTIAL, Duration::from_secs(10));
+    let (engine, ledger) = (engine(), MemoryLedger::default());
+    let units = ["first", "second", "third"];
+    let request = ingest_support::request(
+        "evt-1",
+        units.iter().enumerate().map(|(i, text)| ingest_support::unit(&format!("evt-{i}"), text)).collect(),
+    );
+    for _ in 0..NEXENT_ATTEMPTS {
+        let result = ingest(&engine, &provider, &ledger, request.clone()).await.expect("a result");
+        assert_eq!(statuses(&result), [UnitStatus::Accepted, UnitStatus::Degraded, UnitStatus::Accepted]);
+        assert_eq!((result.status, result.accepted_count), (IngestStatus::Partial, 2));
+    }
+    assert_eq!(server.requests().len(), 3, "one upstream add per unit over {NEXENT_ATTEMPTS} attempts");
+}
+
+#[tokio::test]
+async fn callers_bound_to_their_subject_do_not_share_idempotency_records() {
+    let server = Server::always(Reply::json(&json!({"results": [{"id": "m", "event": "ADD"}]}))).await;
+    let mut provider = oss(&server.origin(), CREDENTIAL, Duration::from_secs(10));
+    provider.access.bind_user_id_to_subject = true;
+    let scoped = |user: &str| {
+        let mut target = provider.target.clone();
+        target.scope.user_id = Some(user.to_string());
+        target
+    };
+    let (alice, bob) = (scoped("system:serviceaccount:agents:alice"), scoped("system:serviceaccount:agents:bob"));
+    let (engine, ledger) = (engine(), MemoryLedger::default());
+    // Bob reuses Alice's idempotency key (same tenant, event and conversation ids).
+    let request = ingest_support::request("evt-1", vec![ingest_support::unit("evt-1", "Mine.")]);
+
+    for target in [&alice, &bob, &alice, &bob] {
+        let result = ingest_with_target(&engine, &provider, target, &ledger, request.clone()).await.expect("a result");
+        assert_eq!(statuses(&result), [UnitStatus::Accepted]);
+    }
+    let users: Vec<String> = server
+        .requests()
+        .iter()
+        .map(|r| serde_json::from_slice::<serde_json::Value>(&r.body).expect("json")["user_id"].to_string())
+        .collect();
+    assert_eq!(
+        users,
+        ["\"system:serviceaccount:agents:alice\"", "\"system:serviceaccount:agents:bob\""],
+        "one add per caller scope; each caller's retry answered from its own record"
+    );
 }

@@ -14,7 +14,8 @@ use std::time::Duration;
 use memgate_crds::Scope;
 use memgate_gateway::config::Provider;
 use memgate_gateway::engine::write::{
-    REASON_CONFLICT, REASON_CONNECTION_LOST, REASON_INVALID, REASON_TIMEOUT, REASON_TOO_LARGE, REASON_UNRECOGNISED,
+    REASON_CONFLICT, REASON_CONNECTION_LOST, REASON_INVALID, REASON_SERVER_ERROR, REASON_TIMEOUT, REASON_TOO_LARGE,
+    REASON_UNRECOGNISED,
 };
 use memgate_gateway::engine::{Engine, EngineConfig, ErrorCode, MAX_RESPONSE_BYTES, Severity};
 use memgate_gateway::ingest::{
@@ -158,12 +159,24 @@ async fn rate_limit_fails_retryable_and_keeps_retry_after() {
 }
 
 #[tokio::test]
-async fn server_errors_fail_retryable() {
-    for status in [500, 502, 503] {
-        let err = call_failure(with_secret(status)).await;
-        assert_eq!(classify(&err), (ErrorCode::ProviderError, Severity::Retryable), "{status}");
-        assert_eq!(err.retry_after_seconds(), None);
+async fn server_errors_after_sending_are_degraded_not_an_error() {
+    // 500 / 502 / 504: the service may have stored the unit before failing, or a proxy lost the
+    // answer; a retry must not write it again, so the unit is degraded (never accepted).
+    for status in [500, 502, 504] {
+        assert_eq!(
+            unit_outcome(with_secret(status)).await,
+            (UnitStatus::Degraded, Some(REASON_SERVER_ERROR.to_string())),
+            "{status}"
+        );
     }
+}
+
+#[tokio::test]
+async fn service_unavailable_fails_retryable() {
+    // 503: the service declined the request, so Nexent's retry may send it again.
+    let err = call_failure(with_secret(503)).await;
+    assert_eq!(classify(&err), (ErrorCode::ProviderError, Severity::Retryable));
+    assert_eq!(err.retry_after_seconds(), None);
 }
 
 #[tokio::test]

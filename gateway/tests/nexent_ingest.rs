@@ -164,6 +164,39 @@ async fn ingested_units_are_stored_once_and_found_by_search() {
 }
 
 #[tokio::test]
+async fn an_upstream_500_is_a_degraded_unit_and_nexent_retries_write_nothing_more() {
+    // The upstream answers 500 to the first add (it may have stored the unit) and succeeds after.
+    let answered = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let count = std::sync::Arc::clone(&answered);
+    let upstream = support::Server::start(move |_| {
+        if count.fetch_add(1, std::sync::atomic::Ordering::SeqCst) == 0 {
+            support::Reply::status_json(500, &json!({"detail": "upstream-detail-1f0c"}))
+        } else {
+            support::Reply::json(&json!({"results": [{"id": "m", "event": "ADD"}]}))
+        }
+    })
+    .await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    config(dir.path(), UPSTREAM_KEY, &[provider("repo-memory", &upstream.origin(), true, "{anonymous: true}")]);
+    let gateway = Gateway::start(dir.path(), dir.path(), &[], &[]).await;
+    let body = request("nexent:tenant-x:agent-x:user-x:conv-x:message:e1", &[("e1", "Maybe stored.")]);
+
+    // Nexent's first call and its three retries with the same idempotency key.
+    for attempt in 0..4 {
+        let answer = ingest(&gateway, "repo-memory", &body, None).await;
+        assert_eq!(answer.status, 200, "attempt {attempt}: {}", answer.text);
+        let result = answer.json();
+        assert_eq!(
+            (&result["status"], &result["accepted_count"], &result["unit_results"][0]["status"]),
+            (&json!("error"), &json!(0), &json!("degraded")),
+            "attempt {attempt}: {result}"
+        );
+        assert!(!answer.text.contains("upstream-detail-1f0c"), "{}", answer.text);
+    }
+    assert_eq!(upstream.requests().len(), 1, "the unit was sent upstream once");
+}
+
+#[tokio::test]
 async fn two_gateways_sharing_redis_store_one_memory() {
     let redis = RedisServer::start();
     let dir = tempfile::tempdir().expect("tempdir");

@@ -21,11 +21,21 @@
 //! | 400, 409, 413, 422 | [`WriteOutcome::Rejected`] with a fixed reason |
 //! | deadline passed or connection lost after sending | [`WriteOutcome::Degraded`] (never accepted) |
 //! | 401 / 403 | `Err(Unauthorized)` / `Err(Forbidden)`, non-retryable |
+//! | 500, 502, 504 | [`WriteOutcome::Degraded`] with a fixed reason (never accepted) |
 //! | 429 | `Err(RateLimited)` with `Retry-After`, retryable |
-//! | 5xx | `Err(ServerError)`, retryable |
+//! | 503, any other 5xx | `Err(ServerError)`, retryable |
 //! | connection refused (nothing sent) | `Err(Connect)`, retryable |
 //! | all permits taken until the deadline (nothing sent) | `Err(Saturated)`, retryable |
 //! | 3xx, 404, any other status | `Err(Redirect)` / `Err(UpstreamStatus)`, non-retryable |
+//!
+//! 500, 502 and 504 mean "request sent, outcome unknown": the service may have stored the unit
+//! and failed afterwards, or an ingress/proxy in front of it may have lost (502) or given up
+//! waiting for (504) the answer of a service that did store it. Treating them as "not stored"
+//! would let Nexent's retry (same idempotency key) write the unit a second time on an upstream
+//! that does not drop repeats, so they are a degraded unit, like a timeout after sending. 503 stays
+//! a retryable call-level error: it is the service (or its ingress) saying it did not take the
+//! request, e.g. overloaded or no ready backend, so a retry is what it asks for. Other 5xx keep
+//! the engine's call-level classification.
 //!
 //! A reason is fixed text: it never contains the upstream body, the content, the URL or the
 //! credential.
@@ -53,6 +63,8 @@ pub const REASON_FAILED: &str = "the upstream reported the add as failed";
 pub const REASON_UNRECOGNISED: &str = "the upstream answer does not say whether the unit was stored";
 /// Reason of a request sent but not answered in time.
 pub const REASON_TIMEOUT: &str = "the upstream did not answer in time; the unit may or may not be stored";
+/// Reason of a 500, 502 or 504: the request was sent, whether the unit was stored is unknown.
+pub const REASON_SERVER_ERROR: &str = "the upstream failed after receiving the unit; the unit may or may not be stored";
 /// Reason of a connection lost after the request was sent.
 pub const REASON_CONNECTION_LOST: &str =
     "the upstream connection failed after sending; the unit may or may not be stored";
@@ -157,6 +169,9 @@ pub fn classify_status(status: u16, retry_after: Option<&[u8]>) -> Result<WriteO
         400 | 422 => Ok(WriteOutcome::Rejected { reason: REASON_INVALID }),
         409 => Ok(WriteOutcome::Rejected { reason: REASON_CONFLICT }),
         413 => Ok(WriteOutcome::Rejected { reason: REASON_TOO_LARGE }),
+        // Sent, then failed or lost downstream of the gateway: stored or not is unknown (see the
+        // module docs). 503 is not here: the service declined the request, so it stays retryable.
+        500 | 502 | 504 => Ok(WriteOutcome::Degraded { reason: REASON_SERVER_ERROR }),
         _ => Err(EngineError::from_status(status, retry_after)),
     }
 }
@@ -323,7 +338,7 @@ mod tests {
     }
 
     #[test]
-    fn refusals_are_unit_rejections_and_the_rest_call_errors() {
+    fn refusals_are_unit_rejections_unknown_server_outcomes_degraded_and_the_rest_call_errors() {
         assert_eq!(classify_status(400, None), Ok(WriteOutcome::Rejected { reason: REASON_INVALID }));
         assert_eq!(classify_status(422, None), Ok(WriteOutcome::Rejected { reason: REASON_INVALID }));
         assert_eq!(classify_status(409, None), Ok(WriteOutcome::Rejected { reason: REASON_CONFLICT }));
@@ -331,7 +346,12 @@ mod tests {
         assert_eq!(classify_status(401, None), Err(EngineError::Unauthorized));
         assert_eq!(classify_status(403, None), Err(EngineError::Forbidden));
         assert_eq!(classify_status(429, Some(b"3")), Err(EngineError::RateLimited { retry_after_seconds: Some(3) }));
+        for status in [500, 502, 504] {
+            assert_eq!(classify_status(status, None), Ok(WriteOutcome::Degraded { reason: REASON_SERVER_ERROR }));
+        }
         assert_eq!(classify_status(503, None), Err(EngineError::ServerError(503)));
+        assert_eq!(classify_status(503, Some(b"5")), Err(EngineError::ServerError(503)));
+        assert_eq!(classify_status(501, None), Err(EngineError::ServerError(501)));
         assert_eq!(classify_status(302, None), Err(EngineError::Redirect(302)));
         assert_eq!(classify_status(404, None), Err(EngineError::UpstreamStatus(404)));
     }

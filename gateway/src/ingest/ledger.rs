@@ -52,7 +52,8 @@ pub enum LedgerError {
 /// Identity of one unit of one ingest request at one provider.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct LedgerKey {
-    /// `namespace/name` of the provider.
+    /// `namespace/name` of the provider, followed by `\0` and the caller-bound upstream `user_id`
+    /// when the provider binds it to the caller's subject (see [`crate::ingest::ledger_provider`]).
     pub provider: String,
     /// Nexent `idempotency_key`.
     pub idempotency_key: String,

@@ -10,25 +10,31 @@
 //!    ([`MAX_UNITS`], [`MAX_CONTENT_CHARS`], ids): otherwise `invalid_payload`, nothing written.
 //! 2. For each unit, in order: claim it in the [`Ledger`] under
 //!    `(provider, idempotency_key, event_id[, unit_index])`; a recorded outcome is returned as is,
-//!    with no upstream call; otherwise write it and record the outcome.
+//!    with no upstream call; otherwise write it and record the outcome. When the provider binds
+//!    `user_id` to the caller's subject, the provider part of the key also holds that user id
+//!    ([`ledger_provider`]), so callers reusing each other's idempotency key never share outcomes.
 //! 3. Summarize ([`IngestResult::summarize`]): counts derive from the unit results only.
 //!
 //! # Policies
 //! - **Overall status**: all accepted -> `ok` (an empty request too); none accepted -> `error`;
 //!   else `partial`. Degraded units are in neither count and make a call `partial` / `error` like
 //!   rejected ones.
-//! - **Call-level failures** (upstream 401/403, 429, 5xx, refused connection, redirect, 404,
-//!   provider saturated, ledger unavailable) end the call with an [`IngestError`] carrying Nexent's
-//!   code, severity and `retry_after_seconds`, whether or not earlier units were already
-//!   accepted. The failing unit's claim is released (nothing was stored), so a retry writes it;
-//!   units recorded before it are returned from the ledger on the retry, never written again.
-//!   Units after it are untouched. (5xx is taken to mean "not stored": if an upstream stored a unit
-//!   and still answered 5xx, the retry writes it again.)
-//! - **Degraded** (a 2xx the contract cannot read, a timeout or lost connection after sending, or a
-//!   claim abandoned by a crashed or cancelled call): recorded as degraded. On a retry it is
-//!   re-sent only when the contract says the upstream drops exact repeats
-//!   (`dedupes_exact_repeats`, e.g. Mem0 Platform); otherwise it is NOT re-sent and is reported
-//!   degraded again, because a second write could duplicate the memory.
+//! - **Call-level failures** (upstream 401/403, 429, 503 and 5xx other than 500/502/504, refused
+//!   connection, redirect, 404, provider saturated, ledger unavailable) end the call with an
+//!   [`IngestError`] carrying Nexent's code, severity and `retry_after_seconds`, whether or not
+//!   earlier units were already accepted. The failing unit's claim is released (nothing was
+//!   stored), so a retry writes it; units recorded before it are returned from the ledger on the
+//!   retry, never written again. Units after it are untouched. 503 is taken to mean "not stored"
+//!   (the service declined the request); 500, 502 and 504 are not (see below).
+//! - **Degraded** (a 2xx the contract cannot read, an upstream 500 / 502 / 504, a timeout or lost
+//!   connection after sending, or a claim abandoned by a crashed or cancelled call): the request
+//!   was sent and whether the unit was stored is unknown, so it is recorded as degraded, never as
+//!   accepted and never released. A 500/502/504 may come from the service after its insert or
+//!   from an ingress that lost the answer, so it is not a call-level failure: the call goes on
+//!   with the next unit. On a retry a degraded unit is re-sent only when the contract says the
+//!   upstream drops exact repeats (`dedupes_exact_repeats`, e.g. Mem0 Platform); otherwise it is
+//!   NOT re-sent and is reported degraded again, because a second write could duplicate the
+//!   memory.
 //! - **Concurrency**: a unit claimed by another call (another replica with a shared ledger) is
 //!   waited for, up to the provider timeout, and its outcome returned; if it is still in
 //!   progress the call fails retryable (`provider_error`) without writing.
@@ -150,6 +156,7 @@ pub async fn ingest_with_target(
     };
     validate(&request)?;
     let provider_key = format!("{}/{}", provider.namespace, provider.name);
+    let ledger_scope = ledger_provider(provider, target);
     let policy =
         ClaimPolicy { hold_for: target.timeout + CLAIM_GRACE, retake_degraded: contract.dedupes_exact_repeats };
 
@@ -157,7 +164,7 @@ pub async fn ingest_with_target(
     let mut accepted = 0;
     for unit in &request.units {
         let key = LedgerKey {
-            provider: provider_key.clone(),
+            provider: ledger_scope.clone(),
             idempotency_key: request.idempotency_key.clone(),
             event_id: unit.event_id.clone(),
             unit_index: unit.unit_index,
@@ -211,6 +218,24 @@ pub async fn ingest_with_target(
         "ingest finished"
     );
     Ok(result)
+}
+
+/// The `provider` part of a unit's [`LedgerKey`]: `namespace/name`, plus `\0` and the effective
+/// upstream `user_id` when the provider binds it to the caller's subject (`bindUserIdToSubject`).
+///
+/// With binding the unit lands in the caller's own scope, so two callers sending the same
+/// idempotency key are two different writes: without the user id, the second caller would be
+/// answered with the first caller's recorded outcome although nothing was written in its scope.
+/// Without binding every caller writes into the same configured scope and the key stays
+/// `namespace/name` (unchanged, so entries recorded before stay valid). `\0` cannot occur in a
+/// Kubernetes name, so the two parts cannot run into each other.
+pub fn ledger_provider(provider: &Provider, target: &Target) -> String {
+    let mut key = format!("{}/{}", provider.namespace, provider.name);
+    if provider.access.bind_user_id_to_subject {
+        key.push('\0');
+        key.push_str(target.scope.user_id.as_deref().unwrap_or_default());
+    }
+    key
 }
 
 /// Claim `key`, waiting up to `patience` while another call holds it.
@@ -330,6 +355,57 @@ mod tests {
             assert_eq!((err.code(), err.severity()), (ErrorCode::InvalidPayload, Severity::NonRetryable));
             assert!(!err.to_string().contains(secret));
         }
+    }
+
+    fn provider(bind: bool) -> Provider {
+        let builtin = memgate_presets::get("mem0-oss-rest-2026-08").expect("built-in dialect");
+        Provider {
+            name: "repo-memory".into(),
+            namespace: "agents".into(),
+            dialect_id: builtin.id.clone(),
+            dialect: builtin.spec.clone(),
+            encoding: builtin.content_encoding,
+            write: builtin.write.clone(),
+            target: Target {
+                origin: "https://memory.example.com".into(),
+                base_path: String::new(),
+                scope: memgate_crds::Scope { user_id: Some("configured".into()), ..Default::default() },
+                credential: memgate_crds::validation::credential_value("test", b"k").expect("credential"),
+                timeout: Duration::from_secs(5),
+            },
+            mcp: false,
+            nexent_search: true,
+            nexent_ingest: true,
+            access: crate::config::Access { bind_user_id_to_subject: bind, ..Default::default() },
+        }
+    }
+
+    fn key(provider: &Provider, user: Option<&str>) -> LedgerKey {
+        let mut target = provider.target.clone();
+        if let Some(user) = user {
+            target.scope.user_id = Some(user.into());
+        }
+        LedgerKey {
+            provider: ledger_provider(provider, &target),
+            idempotency_key: "nexent:t:a:u:c:message:e".into(),
+            event_id: "e".into(),
+            unit_index: None,
+        }
+    }
+
+    #[test]
+    fn ledger_key_holds_the_bound_caller_only_when_binding_is_on() {
+        let bound = provider(true);
+        let (a, b) = (key(&bound, Some("system:serviceaccount:ns:a")), key(&bound, Some("system:serviceaccount:ns:b")));
+        assert_eq!(a.provider, "agents/repo-memory\0system:serviceaccount:ns:a");
+        assert_ne!(a, b);
+        assert_ne!(a.digest(), b.digest(), "another caller reusing the idempotency key gets its own record");
+        assert_eq!(a, key(&bound, Some("system:serviceaccount:ns:a")), "the same caller's retry finds its record");
+
+        // Without binding every caller writes into the configured scope: the key is unchanged.
+        let unbound = provider(false);
+        assert_eq!(key(&unbound, None).provider, "agents/repo-memory");
+        assert_eq!(key(&unbound, Some("ignored")).provider, "agents/repo-memory");
     }
 
     #[test]
