@@ -8,18 +8,10 @@ set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo="$(cd "$here/../.." && pwd)"
-cache="${MEMGATE_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/memgate}"
-venv="$cache/nexent-plugin-venv"
 python="${PYTHON:-python3}"
-
-stamp="$(sha256sum "$here/requirements.txt" | cut -d' ' -f1)"
-if [[ ! -x "$venv/bin/python" || "$(cat "$venv/.requirements-sha256" 2>/dev/null)" != "$stamp" ]]; then
-  rm -rf "$venv"
-  mkdir -p "$cache"
-  "$python" -m venv "$venv"
-  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check -r "$here/requirements.txt"
-  echo "$stamp" > "$venv/.requirements-sha256"
-fi
+# shellcheck source=../../scripts/lib/python-venv.sh
+source "$repo/scripts/lib/python-venv.sh"
+venv="$(ensure_venv nexent-plugin-venv "$here/requirements.txt")"
 
 cargo build --quiet --manifest-path "$repo/Cargo.toml" -p memgate-gateway --bin memgate-gateway
 gateway_bin="$repo/target/debug/memgate-gateway"
