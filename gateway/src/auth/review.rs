@@ -4,8 +4,11 @@
 //! server lists that audience back (it is audience-aware). Verdicts are cached for
 //! [`REVIEW_CACHE_TTL`] under a SHA-256 digest of audience and token, at most
 //! [`REVIEW_CACHE_CAPACITY`] entries: the token itself is never stored, logged or formatted. A
-//! revoked token may therefore keep working for up to the TTL. Failures to reach the API server are
-//! not cached. In a cluster the gateway needs only `create` on `tokenreviews`.
+//! revoked token may therefore keep working for up to the TTL. Only accepted verdicts are cached, so
+//! a flood of made-up tokens cannot push real callers' verdicts out; instead at most
+//! [`MAX_CONCURRENT_REVIEWS`] reviews run at once (a caller that cannot get a slot within
+//! [`REVIEW_TIMEOUT`] is refused as unavailable). Failures to reach the API server are not cached. In
+//! a cluster the gateway needs only `create` on `tokenreviews`.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -23,8 +26,10 @@ use super::AuthError;
 pub const REVIEW_CACHE_TTL: Duration = Duration::from_secs(30);
 /// Most verdicts kept at once.
 pub const REVIEW_CACHE_CAPACITY: usize = 4096;
-/// Longest wait for the API server's answer.
+/// Longest wait for the API server's answer (and for a free review slot).
 pub const REVIEW_TIMEOUT: Duration = Duration::from_secs(5);
+/// Most TokenReview requests in flight at once.
+pub const MAX_CONCURRENT_REVIEWS: usize = 8;
 
 /// The API server's verdict on one token for one audience.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -44,6 +49,7 @@ type Key = [u8; 32];
 pub struct TokenReviewer {
     api: Api<TokenReview>,
     cache: Mutex<VerdictCache>,
+    slots: tokio::sync::Semaphore,
 }
 
 impl std::fmt::Debug for TokenReviewer {
@@ -60,7 +66,11 @@ impl TokenReviewer {
 
     /// A reviewer keeping at most `capacity` verdicts for `ttl` each.
     pub fn with_cache(client: kube::Client, ttl: Duration, capacity: usize) -> TokenReviewer {
-        TokenReviewer { api: Api::all(client), cache: Mutex::new(VerdictCache::new(ttl, capacity)) }
+        TokenReviewer {
+            api: Api::all(client),
+            cache: Mutex::new(VerdictCache::new(ttl, capacity)),
+            slots: tokio::sync::Semaphore::new(MAX_CONCURRENT_REVIEWS),
+        }
     }
 
     /// The verdict on `token` for `audience`, from the cache or the API server.
@@ -69,8 +79,14 @@ impl TokenReviewer {
         if let Some(verdict) = self.lock().get(&key, Instant::now()) {
             return Ok(verdict);
         }
+        let Ok(Ok(_slot)) = tokio::time::timeout(REVIEW_TIMEOUT, self.slots.acquire()).await else {
+            tracing::warn!("token review slots exhausted; refusing the caller as unavailable");
+            return Err(AuthError::Unavailable);
+        };
         let verdict = self.ask(token, audience).await?;
-        self.lock().insert(key, verdict.clone(), Instant::now());
+        if matches!(verdict, Review::Authenticated { .. }) {
+            self.lock().insert(key, verdict.clone(), Instant::now());
+        }
         Ok(verdict)
     }
 
