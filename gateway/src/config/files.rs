@@ -49,8 +49,9 @@ pub struct Sources {
     pub documents: Vec<SourcedDocument>,
     /// Data of Secrets mounted as folders, by `(namespace, name)`.
     pub mounted: BTreeMap<(String, String), BTreeMap<String, Vec<u8>>>,
-    /// Every file read, for change detection.
-    pub files: Vec<PathBuf>,
+    /// Hash of the path and bytes of every file read (YAML and mounted Secret keys): changes
+    /// whenever any of them changes, so a watcher can compare it without reading anything twice.
+    pub fingerprint: u64,
 }
 
 /// Read and build the config in `dir`.
@@ -63,38 +64,32 @@ pub fn load_dir(dir: &Path) -> Result<Snapshot, LoadError> {
 /// `..data` folders of Kubernetes volume mounts) and every Secret folder a `SecretMount` names.
 pub fn read_sources(dir: &Path) -> Result<Sources, LoadError> {
     let mut sources = Sources::default();
+    let mut hasher = DefaultHasher::new();
     let mut files = Vec::new();
     yaml_files(dir, &mut files)?;
     for file in files {
         let name = file.display().to_string();
         let text = std::fs::read_to_string(&file).map_err(|e| io_error(&file, &e))?;
+        (&file, &text).hash(&mut hasher);
         let docs = documents(&text).map_err(|e| LoadError::Parse { path: name.clone(), message: e.to_string() })?;
         for (index, value) in docs {
             let source_name = format!("{name}#{index}");
             if let Some((key, path)) = secret_mount(&source_name, &value, dir)? {
-                let data = read_secret_folder(&path, &mut sources.files)?;
+                let data = read_secret_folder(&path, &mut hasher)?;
                 sources.mounted.insert(key, data);
             }
             sources.documents.push((source_name, value));
         }
-        sources.files.push(file);
     }
+    sources.fingerprint = hasher.finish();
     Ok(sources)
 }
 
-/// A hash of the contents of every file a config consists of: changes when any of them changes.
-/// Unreadable files hash as absent, so a half-written folder also counts as a change.
-pub fn fingerprint(dir: &Path) -> u64 {
+/// The fingerprint of a folder that could not be read: the error's text (which names the file),
+/// so the same failure is not reported again until something changes.
+pub fn failure_fingerprint(err: &LoadError) -> u64 {
     let mut hasher = DefaultHasher::new();
-    match read_sources(dir) {
-        Ok(sources) => {
-            for file in &sources.files {
-                file.hash(&mut hasher);
-                std::fs::read(file).ok().hash(&mut hasher);
-            }
-        }
-        Err(err) => err.to_string().hash(&mut hasher),
-    }
+    err.to_string().hash(&mut hasher);
     hasher.finish()
 }
 
@@ -118,7 +113,7 @@ fn secret_mount(source_name: &str, value: &Value, dir: &Path) -> Result<Option<M
 }
 
 /// A mounted Secret: one file per key (symlinks followed, hidden entries skipped).
-fn read_secret_folder(path: &Path, files: &mut Vec<PathBuf>) -> Result<BTreeMap<String, Vec<u8>>, LoadError> {
+fn read_secret_folder(path: &Path, hasher: &mut DefaultHasher) -> Result<BTreeMap<String, Vec<u8>>, LoadError> {
     let mut data = BTreeMap::new();
     for entry in std::fs::read_dir(path).map_err(|e| io_error(path, &e))? {
         let entry = entry.map_err(|e| io_error(path, &e))?;
@@ -127,8 +122,9 @@ fn read_secret_folder(path: &Path, files: &mut Vec<PathBuf>) -> Result<BTreeMap<
         if key.starts_with('.') || !file.is_file() {
             continue;
         }
-        data.insert(key, std::fs::read(&file).map_err(|e| io_error(&file, &e))?);
-        files.push(file);
+        let bytes = std::fs::read(&file).map_err(|e| io_error(&file, &e))?;
+        (&file, &bytes).hash(hasher);
+        data.insert(key, bytes);
     }
     Ok(data)
 }
@@ -191,11 +187,27 @@ spec:
     #[test]
     fn fingerprint_changes_with_any_file() {
         let dir = tempfile::tempdir().expect("tempdir");
+        let fingerprint = |dir: &Path| read_sources(dir).expect("readable").fingerprint;
         std::fs::write(dir.path().join("a.yaml"), PROVIDER).expect("write");
         let before = fingerprint(dir.path());
         assert_eq!(before, fingerprint(dir.path()));
         std::fs::write(dir.path().join("a.yaml"), PROVIDER.replace("qwen-code", "other")).expect("write");
         assert_ne!(before, fingerprint(dir.path()));
+    }
+
+    #[test]
+    fn fingerprint_covers_mounted_secret_files() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let secrets = dir.path().join("secrets");
+        std::fs::create_dir_all(&secrets).expect("mkdir");
+        std::fs::write(secrets.join("api-key"), "one").expect("write");
+        let mount = format!(
+            "apiVersion: {SECRET_MOUNT_API_VERSION}\nkind: {SECRET_MOUNT_KIND}\nmetadata: {{name: mem0-api, namespace: agents}}\npath: secrets\n"
+        );
+        std::fs::write(dir.path().join("gateway.yaml"), format!("{PROVIDER}---\n{mount}")).expect("write");
+        let before = read_sources(dir.path()).expect("readable").fingerprint;
+        std::fs::write(secrets.join("api-key"), "two").expect("write");
+        assert_ne!(before, read_sources(dir.path()).expect("readable").fingerprint);
     }
 
     #[test]

@@ -8,7 +8,8 @@ use std::path::PathBuf;
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, SystemTime};
 
-use super::files::{fingerprint, load_dir};
+use super::build::build_snapshot;
+use super::files::{LoadError, Sources, failure_fingerprint, read_sources};
 use super::model::Snapshot;
 
 /// What the last reload attempt did.
@@ -63,34 +64,42 @@ impl ConfigHandle {
     }
 }
 
-/// Poll `dir` (and the Secret folders it names) every `interval`; reload when anything changed.
-/// Runs until the task is dropped.
+/// Poll `dir` (and the Secret folders it names) every `interval`; rebuild when anything changed.
+/// Each poll reads every file once: the same read gives the fingerprint and, when it changed, the
+/// documents the new snapshot is built from. Runs until the task is dropped.
 pub async fn watch(handle: Arc<ConfigHandle>, dir: PathBuf, interval: Duration) {
-    let mut last = fingerprint_blocking(dir.clone()).await;
+    let (mut last, _) = read_blocking(dir.clone()).await;
     loop {
         tokio::time::sleep(interval).await;
-        let now = fingerprint_blocking(dir.clone()).await;
+        let (now, read) = read_blocking(dir.clone()).await;
         if now == last {
             continue;
         }
         last = now;
-        let load_dir_path = dir.clone();
-        let loaded = tokio::task::spawn_blocking(move || load_dir(&load_dir_path)).await;
-        match loaded {
-            Ok(Ok(snapshot)) => {
+        let built = read.and_then(|sources| Ok(build_snapshot(&sources.documents, &sources.mounted)?));
+        match built {
+            Ok(snapshot) => {
                 let providers = snapshot.providers.len();
                 handle.replace(snapshot);
                 tracing::info!(providers, "config reloaded");
             }
-            Ok(Err(err)) => {
+            Err(err) => {
                 tracing::warn!(error = %err, "config reload failed; still serving the last good config");
                 handle.record_failure(err.to_string());
             }
-            Err(join) => tracing::error!(error = %join, "config reload task failed"),
         }
     }
 }
 
-async fn fingerprint_blocking(dir: PathBuf) -> u64 {
-    tokio::task::spawn_blocking(move || fingerprint(&dir)).await.unwrap_or_default()
+/// One read of the folder off the async threads, with its fingerprint.
+async fn read_blocking(dir: PathBuf) -> (u64, Result<Sources, LoadError>) {
+    let read = tokio::task::spawn_blocking(move || read_sources(&dir)).await;
+    match read {
+        Ok(Ok(sources)) => (sources.fingerprint, Ok(sources)),
+        Ok(Err(err)) => (failure_fingerprint(&err), Err(err)),
+        Err(join) => {
+            let err = LoadError::Io { path: "<config folder>".into(), message: join.to_string() };
+            (failure_fingerprint(&err), Err(err))
+        }
+    }
 }

@@ -19,6 +19,6 @@ mod handle;
 mod model;
 
 pub use build::{BuildError, build_snapshot};
-pub use files::{LoadError, Sources, fingerprint, load_dir, read_sources};
+pub use files::{LoadError, Sources, failure_fingerprint, load_dir, read_sources};
 pub use handle::{ConfigHandle, ReloadStatus, watch};
 pub use model::{Access, Provider, SECRET_MOUNT_API_VERSION, SECRET_MOUNT_KIND, Snapshot};
