@@ -22,9 +22,9 @@ use axum::body::{Body, Bytes};
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
-use tokio::time::Instant;
 
-use super::{ApiError, MAX_BODY_BYTES, json_response};
+use super::admission::{Admitted, admit};
+use super::{ApiError, json_response};
 use crate::engine::Severity;
 use crate::ingest::{IngestError, IngestRequest};
 use crate::metrics::Operation;
@@ -98,26 +98,11 @@ pub(super) async fn ingest(
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
-    let started = Instant::now();
-    let provider = state.provider(&provider).filter(|p| p.nexent_ingest).ok_or_else(ApiError::not_found)?;
-    if provider.write.is_none() {
-        return Err(ApiError::not_writable());
-    }
-    let operation = Operation::NexentIngest;
-    let refuse = |err: ApiError| {
-        state.record_refusal(&provider, operation, err.body.code, started.elapsed());
-        err
-    };
-    let caller =
-        state.auth().authenticate(&provider.access, &headers).await.map_err(|e| refuse(ApiError::from_auth(e)))?;
-    if !state.settings().switches.ingest {
-        return Err(refuse(ApiError::ingest_switched_off()));
-    }
-    let bytes = axum::body::to_bytes(body, MAX_BODY_BYTES).await.map_err(|_| refuse(ApiError::too_large()))?;
-    let request = parse(&bytes).ok_or_else(|| refuse(ApiError::bad_ingest_request()))?;
+    let call = admit(&state, &provider, Operation::NexentIngest, &headers, body).await?;
+    let request = parse(&call.body).ok_or_else(|| call.refuse(&state, ApiError::bad_ingest_request()))?;
+    let Admitted { provider, caller, .. } = call;
     let task_state = Arc::clone(&state);
-    let task_provider = Arc::clone(&provider);
-    let task = tokio::spawn(async move { task_state.ingest(&task_provider, &caller, request).await });
+    let task = tokio::spawn(async move { task_state.ingest(&provider, &caller, request).await });
     match task.await {
         Ok(Ok(result)) => Ok(json_response(StatusCode::OK, &result)),
         Ok(Err(err)) => Err(ApiError::from_ingest(&err)),

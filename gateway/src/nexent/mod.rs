@@ -28,7 +28,6 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use serde::{Deserialize, Serialize};
-use tokio::time::Instant;
 
 use crate::auth::AuthError;
 use crate::engine::{EngineError, ErrorCode, Item, Severity};
@@ -36,7 +35,10 @@ use crate::metrics::Operation;
 use crate::profile::normalize_query;
 use crate::state::AppState;
 
+mod admission;
 mod ingest;
+
+use admission::Admitted;
 
 /// `limit` when the request has none.
 pub const DEFAULT_LIMIT: u32 = 5;
@@ -267,21 +269,11 @@ async fn search(
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
-    let started = Instant::now();
-    let provider = state.provider(&provider).filter(|p| p.nexent_search).ok_or_else(ApiError::not_found)?;
     let operation = Operation::NexentSearch;
-    let refuse = |err: ApiError| {
-        state.record_refusal(&provider, operation, err.body.code, started.elapsed());
-        err
-    };
-    let caller =
-        state.auth().authenticate(&provider.access, &headers).await.map_err(|e| refuse(ApiError::from_auth(e)))?;
-    if !state.settings().switches.search {
-        return Err(refuse(ApiError::switched_off()));
-    }
-    let bytes = axum::body::to_bytes(body, MAX_BODY_BYTES).await.map_err(|_| refuse(ApiError::too_large()))?;
-    let (query, limit) =
-        parse(&bytes, state.settings().nexent_max_limit).ok_or_else(|| refuse(ApiError::bad_request()))?;
+    let call = admission::admit(&state, &provider, operation, &headers, body).await?;
+    let (query, limit) = parse(&call.body, state.settings().nexent_max_limit)
+        .ok_or_else(|| call.refuse(&state, ApiError::bad_request()))?;
+    let Admitted { provider, caller, .. } = call;
     let items =
         state.search(&provider, &caller, &query, limit, operation).await.map_err(|e| ApiError::from_engine(&e))?;
     let results: Vec<SearchResult> =
