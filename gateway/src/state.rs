@@ -155,14 +155,7 @@ impl AppState {
         operation: Operation,
     ) -> Result<Vec<Item>, EngineError> {
         let span = telemetry::provider_span(operation, &provider.name);
-        let mut record = Recording {
-            metrics: &self.metrics,
-            provider,
-            operation,
-            started: Instant::now(),
-            span: &span,
-            done: false,
-        };
+        let mut record = Recording::start(&self.metrics, provider, operation, &span);
         let result = self.search_upstream(provider, caller, query, limit).instrument(span.clone()).await;
         match &result {
             Ok(items) => record.finish(Outcome::Ok(items.len())),
@@ -196,14 +189,7 @@ impl AppState {
     ) -> Result<IngestResult, IngestError> {
         let operation = Operation::NexentIngest;
         let span = telemetry::provider_span(operation, &provider.name);
-        let mut record = Recording {
-            metrics: &self.metrics,
-            provider,
-            operation,
-            started: Instant::now(),
-            span: &span,
-            done: false,
-        };
+        let mut record = Recording::start(&self.metrics, provider, operation, &span);
         let result = match target_for(provider, caller) {
             Some(target) => {
                 crate::ingest::ingest_with_target(&self.engine, provider, &target, self.ledger.0.as_ref(), request)
@@ -254,7 +240,11 @@ struct Recording<'a> {
     done: bool,
 }
 
-impl Recording<'_> {
+impl<'a> Recording<'a> {
+    fn start(metrics: &'a Metrics, provider: &'a Provider, operation: Operation, span: &'a tracing::Span) -> Self {
+        Recording { metrics, provider, operation, started: Instant::now(), span, done: false }
+    }
+
     fn finish(&mut self, outcome: Outcome) {
         self.done = true;
         let elapsed = self.started.elapsed();
