@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
 # The project's test command (the README's): everything a change must pass.
+#  0. installs what the tests need when it is missing (scripts/lib/provision.sh: redis-server,
+#     python3-venv, openssl, curl, Go, Node.js; apt-get as root, otherwise it says what to install);
 #  1. provides kube-apiserver + etcd for the real-control-plane tests (built once from Go modules and
 #     cached; see e2e/control-plane/README.md);
 #  2. runs every Rust test of the workspace (unit, contract, real API server, real gateway processes);
@@ -9,6 +11,9 @@
 #  5. runs the README's quickstart once (dev upstream + gateway + one MCP round trip).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+echo "== provision" >&2
+bash scripts/lib/provision.sh
 
 echo "== control plane binaries" >&2
 assets=$(e2e/control-plane/provide.sh | tail -n 1)
