@@ -227,6 +227,7 @@ mod tests {
             service_accounts: Some(ServiceAccountAccess {
                 audience: "memgate".into(),
                 allowed: vec![ServiceAccountRef { namespace: "agents".into(), name: None }],
+                verification: Default::default(),
             }),
             ..Access::default()
         };
