@@ -248,13 +248,13 @@ pub struct OidcAccess {
     /// (`<public URL>/mcp/<provider>`). At most 32, each 1 to 300 characters.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[x_kube(validation = Rule::new("self.all(a, a.size() >= 1 && a.size() <= 300)").message("spec.access.oidc.audiences entries must be 1 to 300 characters"))]
-    #[schemars(length(max = 32))]
+    #[schemars(length(max = 32), inner(length(max = 300)))]
     pub audiences: Vec<String>,
     /// Scopes every token must carry (in `scope` or `scp`); advertised in the protected resource
     /// metadata and in `WWW-Authenticate`. At most 32 scope tokens.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[x_kube(validation = Rule::new("self.all(s, s.size() >= 1 && s.size() <= 128 && s.matches('^[!#-\\\\[\\\\]-~]+$'))").message("spec.access.oidc.requiredScopes entries must be 1 to 128 visible ASCII characters other than double quote and backslash"))]
-    #[schemars(length(max = 32))]
+    #[schemars(length(max = 32), inner(length(max = 128)))]
     pub required_scopes: Vec<String>,
     /// Claim holding the caller's identity (default `sub`); its value must be a string.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -264,7 +264,7 @@ pub struct OidcAccess {
     /// Only these subjects may call (exact match); unset: any subject with a valid token.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[x_kube(validation = Rule::new("self.all(s, s.size() >= 1 && s.size() <= 256)").message("spec.access.oidc.allowedSubjects entries must be 1 to 256 characters"))]
-    #[schemars(length(max = 32))]
+    #[schemars(length(max = 32), inner(length(max = 256)))]
     pub allowed_subjects: Vec<String>,
     /// Only callers whose group/role claim holds one of these values may call.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -288,7 +288,7 @@ pub struct OidcClaimValues {
     pub claim: String,
     /// Allowed values; 1 to 32 entries of 1 to 256 characters.
     #[x_kube(validation = Rule::new("self.size() >= 1 && self.all(v, v.size() >= 1 && v.size() <= 256)").message("spec.access.oidc.allowedClaimValues.values must list 1 to 32 values of 1 to 256 characters"))]
-    #[schemars(length(max = 32))]
+    #[schemars(length(max = 32), inner(length(max = 256)))]
     pub values: Vec<String>,
 }
 

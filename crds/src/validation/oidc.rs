@@ -103,8 +103,7 @@ pub fn check_oidc(oidc: &OidcAccess, found: &mut Vec<Violation>) {
                 "must be a claim name of 1 to 64 letters, digits, '_', '.', ':' or '-'",
             ));
         }
-        if values.values.is_empty() || too_many(values.values.len()) || !values.values.iter().all(|v| text_ok(v, 256))
-        {
+        if values.values.is_empty() || too_many(values.values.len()) || !values.values.iter().all(|v| text_ok(v, 256)) {
             found.push(Violation::new(
                 format!("{F}.allowedClaimValues.values"),
                 format!("must list 1 to {MAX_OIDC_LIST} values of 1 to 256 characters without control characters"),

@@ -140,10 +140,7 @@ fn check_scope_value(field: &str, value: &str, found: &mut Vec<Violation>) {
 
 fn check_access(spec: &MemoryProviderSpec, found: &mut Vec<Violation>) {
     let access = &spec.access;
-    if !access.anonymous
-        && access.bearer_token.is_none()
-        && access.service_accounts.is_none()
-        && access.oidc.is_none()
+    if !access.anonymous && access.bearer_token.is_none() && access.service_accounts.is_none() && access.oidc.is_none()
     {
         found.push(Violation::new(
             "spec.access",
@@ -414,7 +411,11 @@ mod tests {
     fn at_most_32_service_accounts() {
         let mut p = provider();
         let one = ServiceAccountRef { namespace: "agents".into(), name: None };
-        p.access.service_accounts = Some(ServiceAccountAccess { audience: "memgate".into(), allowed: vec![one; 33], verification: Default::default() });
+        p.access.service_accounts = Some(ServiceAccountAccess {
+            audience: "memgate".into(),
+            allowed: vec![one; 33],
+            verification: Default::default(),
+        });
         assert_eq!(fields(&memory_provider(&p)), ["spec.access.serviceAccounts.allowed"]);
     }
 
@@ -422,7 +423,11 @@ mod tests {
     fn service_account_access_is_checked() {
         let mut p = provider();
         p.access = AccessSpec {
-            service_accounts: Some(ServiceAccountAccess { audience: " ".into(), allowed: vec![], verification: Default::default() }),
+            service_accounts: Some(ServiceAccountAccess {
+                audience: " ".into(),
+                allowed: vec![],
+                verification: Default::default(),
+            }),
             ..AccessSpec::default()
         };
         assert_eq!(
