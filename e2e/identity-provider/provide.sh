@@ -44,7 +44,16 @@ if cache_ok; then
 fi
 
 command -v go >/dev/null || die "go is not installed; install Go, or set MEMGATE_HYDRA to a hydra v${HYDRA_VERSION} binary"
-command -v cc >/dev/null || die "no C compiler (cc): Hydra's in-memory SQLite store is cgo; install gcc"
+if ! command -v cc >/dev/null; then
+  # Hydra's in-memory SQLite store is cgo: install a C compiler where this script may.
+  if command -v apt-get >/dev/null && [[ "$(id -u)" == 0 ]]; then
+    log "no C compiler: installing gcc (Debian packages)"
+    apt-get update -qq >&2
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq gcc libc6-dev >&2
+  else
+    die "no C compiler (cc): Hydra's in-memory SQLite store is cgo; install gcc"
+  fi
+fi
 
 mkdir -p "${cache_root}"
 locked=false

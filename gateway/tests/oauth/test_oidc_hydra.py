@@ -11,13 +11,15 @@ import hashlib
 import hmac
 import json
 import re
+import subprocess
 import time
+from pathlib import Path
 
 import jwt
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from conftest import SCOPE, http
+from conftest import GATEWAY_BIN, SCOPE, free_port, http, wait_for
 
 FIXED_401 = {"code": "unauthorized", "severity": "non_retryable", "message": "Authentication required.", "retry_after_seconds": None}
 
@@ -196,3 +198,25 @@ def test_two_subjects_see_only_their_own_memories(stack, hydra):
         assert contents and all(c.startswith(name) for c in contents), contents
         assert not any(c.startswith(other) for c in contents)
     assert not re.search(r"oidc:[0-9a-f]{16}", stack.logs()), "a bound user id reached the logs"
+
+
+def test_the_oauth_example_is_served_as_is(workdir):
+    """`examples/oauth/` starts as it is and publishes its issuer (keys are fetched on first use, so no
+    identity provider needs to run for this)."""
+    example = Path(__file__).resolve().parents[3] / "examples" / "oauth"
+    public = f"http://127.0.0.1:{free_port()}"
+    log = open(Path(workdir) / "example-gateway.log", "wb")
+    argv = [GATEWAY_BIN, "serve", "--config", str(example), "--listen", public.removeprefix("http://"), "--public-url", public]
+    process = subprocess.Popen(argv, stdout=log, stderr=log)
+    try:
+        wait_for(f"{public}/readyz", process, "gateway on examples/oauth")
+        status, _, body = http("GET", f"{public}/.well-known/oauth-protected-resource/mcp/team-memory")
+        assert status == 200, body
+        document = json.loads(body)
+        assert document["authorization_servers"] == ["http://127.0.0.1:4444"]
+        assert document["resource"] == f"{public}/mcp/team-memory"
+        assert document["scopes_supported"] == ["memory.read"]
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+        log.close()
