@@ -102,3 +102,73 @@ fn answer(document: Option<Value>) -> Response {
         None => ApiError::not_found().into_response(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use memgate_crds::manifest::documents;
+
+    use super::*;
+    use crate::config::build_snapshot;
+
+    fn provider(access: &str, mcp: bool) -> Arc<Provider> {
+        let text = format!(
+            "apiVersion: memgate.io/v1alpha1\nkind: MemoryProvider\nmetadata: {{name: team, namespace: agents}}\nspec:\n  \
+             dialect: {{builtin: mem0-oss-rest-2026-08}}\n  endpoint: {{origin: \"https://mem0.example.com\"}}\n  \
+             credentials: {{secretRef: {{name: mem0-api, key: api-key}}}}\n  scope: {{userId: u, agentId: a}}\n  \
+             mcp: {{enabled: {mcp}}}\n  access: {access}\n---\napiVersion: v1\nkind: Secret\n\
+             metadata: {{name: mem0-api, namespace: agents}}\nstringData: {{api-key: k}}\n"
+        );
+        let docs: Vec<_> = documents(&text).expect("yaml").into_iter().map(|(i, v)| (format!("t#{i}"), v)).collect();
+        let snapshot = build_snapshot(&docs, &BTreeMap::new()).expect("valid");
+        Arc::clone(snapshot.provider("team").expect("served"))
+    }
+
+    const OIDC: &str = "{oidc: {issuer: \"https://login.example.com\", requiredScopes: [memory.read, memory.write]}}";
+    const PUBLIC: &str = "https://memgate.example.com/";
+
+    fn text(value: Option<HeaderValue>) -> Option<String> {
+        value.and_then(|v| v.to_str().ok().map(str::to_string))
+    }
+
+    #[test]
+    fn a_401_names_the_metadata_and_the_scopes() {
+        let p = provider(OIDC, true);
+        assert_eq!(
+            text(challenge(&p, Some(PUBLIC), AuthError::Unauthenticated)).as_deref(),
+            Some(
+                "Bearer resource_metadata=\"https://memgate.example.com/.well-known/oauth-protected-resource/mcp/team\", \
+                 scope=\"memory.read memory.write\""
+            )
+        );
+        assert_eq!(
+            text(challenge(&p, Some(PUBLIC), AuthError::InsufficientScope)).as_deref().map(|v| v.starts_with(
+                "Bearer error=\"insufficient_scope\", resource_metadata=\"https://memgate.example.com/.well-known/"
+            )),
+            Some(true)
+        );
+        assert_eq!(
+            text(challenge(&p, None, AuthError::Unauthenticated)).as_deref(),
+            Some("Bearer scope=\"memory.read memory.write\"")
+        );
+        assert_eq!(challenge(&p, Some(PUBLIC), AuthError::Forbidden), None);
+    }
+
+    #[test]
+    fn providers_without_oidc_keep_the_plain_challenge_and_publish_nothing() {
+        let p = provider("{anonymous: true}", true);
+        assert_eq!(challenge(&p, Some(PUBLIC), AuthError::Unauthenticated), None);
+        assert_eq!(metadata(&p, PUBLIC), None);
+        assert_eq!(metadata(&provider(OIDC, false), PUBLIC), None, "no MCP surface, no MCP resource");
+    }
+
+    #[test]
+    fn the_metadata_names_resource_issuer_and_scopes() {
+        let document = metadata(&provider(OIDC, true), PUBLIC).expect("document");
+        assert_eq!(document["resource"], "https://memgate.example.com/mcp/team");
+        assert_eq!(document["authorization_servers"], json!(["https://login.example.com"]));
+        assert_eq!(document["scopes_supported"], json!(["memory.read", "memory.write"]));
+        assert_eq!(document["bearer_methods_supported"], json!(["header"]));
+    }
+}

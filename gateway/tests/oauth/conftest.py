@@ -122,12 +122,14 @@ class Hydra:
         return json.loads(body)["keys"][0]
 
     def stop(self):
-        self.process.terminate()
-        try:
-            self.process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-        self.log.close()
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+        if not self.log.closed:
+            self.log.close()
 
 
 PROVIDERS = """\

@@ -220,3 +220,18 @@ def test_the_oauth_example_is_served_as_is(workdir):
         process.terminate()
         process.wait(timeout=10)
         log.close()
+
+
+def test_the_gateway_survives_the_issuer_going_away(stack, hydra, robot):
+    """Runs last: stops Hydra. Keys already fetched keep verifying; an unknown kid is refused (401)."""
+    token = good_token(hydra, robot, stack)
+    assert stack.search("team", token)[0] == 200
+    hydra.stop()
+    status, _, body = stack.search("team", token)
+    assert status == 200, body
+    claims = claims_of(token)
+    other_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    unknown = jwt.encode(claims, other_key, algorithm="RS256", headers={"kid": "after-the-outage"})
+    time.sleep(0.3)
+    assert stack.search("team", unknown)[0] == 401
+    assert stack.search("team", token)[0] == 200, "a failed refetch keeps the last good keys"
