@@ -9,6 +9,7 @@ mod support;
 use anyhow::{Context, Result, ensure};
 use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec, TokenReview, TokenReviewSpec};
 use k8s_openapi::api::core::v1::ServiceAccount;
+use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
 use kube::api::{ObjectMeta, PostParams};
 use kube::{Api, Client};
 use memgate_e2e::ControlPlane;
@@ -221,5 +222,19 @@ async fn service_account_tokens_are_verified_offline_against_the_cluster_keys() 
         "auth checks counted: {metrics}"
     );
     ensure!(!metrics.contains(&namespace), "a subject reached the metrics");
+
+    // What a gateway pod needs for this: the API server's default binding lets every
+    // ServiceAccount read the issuer discovery and keys (no Role of memgate's own).
+    let bindings: Api<ClusterRoleBinding> = Api::all(client.clone());
+    let discovery = bindings.get("system:service-account-issuer-discovery").await?;
+    ensure!(
+        discovery.role_ref.name == "system:service-account-issuer-discovery"
+            && discovery
+                .subjects
+                .unwrap_or_default()
+                .iter()
+                .any(|s| s.kind == "Group" && s.name == "system:serviceaccounts"),
+        "the default issuer-discovery binding covers every ServiceAccount"
+    );
     Ok(())
 }
