@@ -10,7 +10,7 @@
 //! | `memgate_gateway_request_duration_seconds` | histogram | every call to a known provider |
 //! | `memgate_gateway_search_results` | histogram | successful searches: items returned |
 //! | `memgate_gateway_ingest_units_total` | counter | completed ingests: units by status (`outcome` = `accepted` / `rejected` / `degraded`) |
-//! | `memgate_gateway_auth_checks_total` | counter | every caller check: labels `provider`, `method` (`anonymous`, `bearer_token`, `service_account`, `oidc`, `none`) and `outcome` (`accepted` or a fixed reason word such as `expired`, `audience`, `insufficient_scope`) |
+//! | `memgate_gateway_auth_checks_total` | counter | every caller check: `operation` = the method (`anonymous`, `bearer_token`, `service_account`, `oidc`, `none`), `outcome` = `accepted` / `refused`, `error_code` = the fixed reason of a refusal (e.g. `expired`, `audience`, `insufficient_scope`) |
 
 use std::time::Duration;
 
@@ -84,22 +84,17 @@ struct Labels {
 
 type HistogramFamily = Family<Labels, Histogram, fn() -> Histogram>;
 
-/// The label set of the auth checks family.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
-struct AuthLabels {
-    provider: String,
-    method: &'static str,
-    outcome: &'static str,
-}
-
 /// A handle counting caller checks (`memgate_gateway_auth_checks_total`); cheap to clone.
 #[derive(Debug, Clone, Default)]
-pub struct AuthChecks(Family<AuthLabels, Counter>);
+pub struct AuthChecks(Family<Labels, Counter>);
 
 impl AuthChecks {
-    /// Count one check of a caller of `provider` by `method` ending in `outcome` (fixed words only).
+    /// Count one check of a caller of `provider` by `method` ending in `outcome`: `accepted`, or
+    /// the fixed reason of a refusal (recorded as `outcome="refused"`, `error_code=<reason>`).
     pub fn record(&self, provider: &str, method: &'static str, outcome: &'static str) {
-        self.0.get_or_create(&AuthLabels { provider: provider.to_string(), method, outcome }).inc();
+        let (outcome, error_code) = if outcome == "accepted" { ("accepted", "") } else { ("refused", outcome) };
+        let labels = Labels { provider: provider.to_string(), operation: method, outcome, error_code };
+        self.0.get_or_create(&labels).inc();
     }
 }
 

@@ -44,6 +44,11 @@ async fn token(client: &Client, namespace: &str, name: &str, audience: &str) -> 
     issued.status.and_then(|s| s.token).context("TokenRequest status.token")
 }
 
+/// The HTTP status of one Nexent search at `provider` with `token`.
+async fn status_of(gateway: &Gateway, provider: &str, query: &serde_json::Value, token: String) -> u16 {
+    gateway.search(provider, query, Some(&token)).await.status
+}
+
 #[tokio::test]
 async fn service_account_tokens_are_reviewed_for_the_provider_audience() -> Result<()> {
     let control_plane = ControlPlane::shared().await?;
@@ -71,11 +76,7 @@ async fn service_account_tokens_are_reviewed_for_the_provider_audience() -> Resu
     let gateway = Gateway::start(dir.path(), dir.path(), &["--kubeconfig", &kubeconfig], &[]).await;
     let query = json!({"query": QUERY});
 
-    let status = |provider: &'static str, token: String| {
-        let gateway = &gateway;
-        let query = &query;
-        async move { gateway.search(provider, query, Some(&token)).await.status }
-    };
+    let status = |provider: &'static str, token: String| status_of(&gateway, provider, &query, token);
     ensure!(status("one", robot.clone()).await == 200, "allowed ServiceAccount, right audience");
     ensure!(status("one", robot.clone()).await == 200, "again, from the cache");
     ensure!(status("one", robot_elsewhere.clone()).await == 401, "token of another audience");
@@ -170,11 +171,7 @@ async fn service_account_tokens_are_verified_offline_against_the_cluster_keys() 
     let kubeconfig = control_plane.kubeconfig_path().display().to_string();
     let gateway = Gateway::start(dir.path(), dir.path(), &["--kubeconfig", &kubeconfig], &[]).await;
     let query = json!({"query": QUERY});
-    let status = |provider: &'static str, token: String| {
-        let gateway = &gateway;
-        let query = &query;
-        async move { gateway.search(provider, query, Some(&token)).await.status }
-    };
+    let status = |provider: &'static str, token: String| status_of(&gateway, provider, &query, token);
 
     ensure!(status("offline", robot.clone()).await == 200, "allowed ServiceAccount, right audience");
     ensure!(status("offline", robot_elsewhere.clone()).await == 401, "token of another audience");
@@ -208,17 +205,12 @@ async fn service_account_tokens_are_verified_offline_against_the_cluster_keys() 
     ensure!(refused, "the API server kept accepting the deleted ServiceAccount's token");
     drop(gateway);
     let gateway = Gateway::start(dir.path(), dir.path(), &["--kubeconfig", &kubeconfig], &[]).await;
-    let after = |provider: &'static str| {
-        let gateway = &gateway;
-        let query = &query;
-        let token = ephemeral.clone();
-        async move { gateway.search(provider, query, Some(&token)).await.status }
-    };
+    let after = |provider: &'static str| status_of(&gateway, provider, &query, ephemeral.clone());
     ensure!(after("reviewed").await == 401, "TokenReview refuses the deleted ServiceAccount's token");
     ensure!(after("offline").await == 200, "offline verification cannot see the deletion (documented)");
     let metrics = gateway.get("/metrics").await.text;
     ensure!(
-        metrics.contains("provider=\"offline\",method=\"service_account\",outcome=\"accepted\""),
+        metrics.contains("provider=\"offline\",operation=\"service_account\",outcome=\"accepted\""),
         "auth checks counted: {metrics}"
     );
     ensure!(!metrics.contains(&namespace), "a subject reached the metrics");

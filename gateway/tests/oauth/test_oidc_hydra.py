@@ -144,9 +144,9 @@ def test_the_refusal_matrix(stack, hydra, robot):
     metrics = metrics.decode()
     # A token naming another issuer is not routed to this provider's OIDC verifier at all, and
     # `alg: none` (empty signature) is not even taken for a JWT.
-    assert 'method="none",outcome="unknown_token"' in metrics
+    assert 'operation="none",outcome="refused",error_code="unknown_token"' in metrics
     for reason in ["audience", "expired", "not_yet_valid", "signature", "unknown_key", "algorithm", "insufficient_scope"]:
-        assert f'method="oidc",outcome="{reason}"' in metrics, reason
+        assert f'operation="oidc",outcome="refused",error_code="{reason}"' in metrics, reason
     assert "robot" not in metrics and "someone-else" not in metrics
 
 
