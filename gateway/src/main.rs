@@ -3,6 +3,7 @@
 //! ```text
 //! memgate-gateway serve --config DIR [--listen ADDR] [--allowed-host H ...] [--kubeconfig PATH]
 //!                       [--reload-interval-ms N] [--nexent-max-limit N] [--ledger redis://HOST:PORT]
+//!                       [--public-url URL] [--jwks-min-refresh-ms N]
 //! memgate-gateway write-nexent-plugins --config DIR --dest DIR --gateway-url URL
 //! memgate-gateway dev-upstream --listen ADDR --api-key KEY     (development aid, not for production)
 //! ```
@@ -19,6 +20,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use clap::{Args, Parser, Subcommand};
+use memgate_gateway::auth::keys::KeyStore;
 use memgate_gateway::auth::{Authenticator, TokenReviewer};
 use memgate_gateway::config::{ConfigHandle, load_dir, watch};
 use memgate_gateway::engine::{Engine, EngineConfig};
@@ -93,6 +95,33 @@ struct ServeArgs {
     /// in-process (one replica). Prefer the environment variable when the URL holds a password.
     #[arg(long, env = "MEMGATE_INGEST_LEDGER", hide_env_values = true)]
     ledger: Option<String>,
+    /// The URL tenants use to reach this gateway (e.g. `https://memgate.example.com`, or the
+    /// Service URL in a cluster): OIDC providers' resource URLs are `<URL>/mcp/<provider>` (their
+    /// default token audience) and their protected resource metadata is served under it.
+    #[arg(long, value_parser = parse_public_url)]
+    public_url: Option<String>,
+    /// Shortest time between two fetches of one issuer's keys (an unknown `kid` triggers a fetch
+    /// at most this often).
+    #[arg(long, default_value_t = 30_000, value_parser = clap::value_parser!(u64).range(100..))]
+    jwks_min_refresh_ms: u64,
+}
+
+/// `--public-url`: http(s) with a host, optional path, no user info, query or fragment; the
+/// trailing `/` is dropped.
+fn parse_public_url(raw: &str) -> Result<String, String> {
+    let url = url::Url::parse(raw).map_err(|e| format!("not a URL: {e}"))?;
+    let clean = matches!(url.scheme(), "http" | "https")
+        && url.host_str().is_some()
+        && url.username().is_empty()
+        && url.password().is_none()
+        && url.query().is_none()
+        && url.fragment().is_none()
+        && !raw.contains('"')
+        && !raw.contains('\\');
+    if !clean {
+        return Err("must be an http(s) URL with a host and no user info, query or fragment".into());
+    }
+    Ok(url.as_str().trim_end_matches('/').to_string())
 }
 
 #[tokio::main]
@@ -148,7 +177,14 @@ async fn serve(args: ServeArgs) -> Result<()> {
     let handle = Arc::new(ConfigHandle::new(snapshot));
 
     let engine = Engine::new(EngineConfig::default()).context("setting up the upstream HTTP client")?;
-    let reviewer = kube_client(args.kubeconfig.as_deref()).await?.map(TokenReviewer::new);
+    let kube = kube_client(args.kubeconfig.as_deref()).await?;
+    let reviewer = kube.clone().map(TokenReviewer::new);
+    let keys = KeyStore::new(kube, Duration::from_millis(args.jwks_min_refresh_ms))
+        .context("setting up the identity provider HTTP client")?;
+    if args.public_url.is_none() {
+        tracing::info!("no --public-url: OIDC providers need explicit audiences and publish no resource metadata");
+    }
+    let auth = Authenticator::new(reviewer).with_keys(keys).with_public_url(args.public_url.clone());
     let switches = KillSwitches::from_env();
     tracing::info!(search_enabled = switches.search, ingest_enabled = switches.ingest, "kill switches");
     let settings = Settings { nexent_max_limit: args.nexent_max_limit, switches };
@@ -157,9 +193,7 @@ async fn serve(args: ServeArgs) -> Result<()> {
         None => Arc::new(MemoryLedger::default()),
     };
     tracing::info!(ledger = if args.ledger.is_some() { "redis" } else { "memory" }, "ingest ledger");
-    let state = Arc::new(
-        AppState::new(Arc::clone(&handle), engine, Authenticator::new(reviewer), settings).with_ledger(ledger),
-    );
+    let state = Arc::new(AppState::new(Arc::clone(&handle), engine, auth, settings).with_ledger(ledger));
 
     let watcher = tokio::spawn(watch(handle, args.config.clone(), Duration::from_millis(args.reload_interval_ms)));
     let listener =

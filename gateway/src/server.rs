@@ -8,6 +8,7 @@
 //! | `GET /healthz` | 200 while the process serves HTTP |
 //! | `GET /readyz` | 200 with `{"ready":true,"providers":N,"generation":G,"lastReloadError":null\|"..."}` |
 //! | `GET /metrics` | OpenMetrics text ([`crate::metrics`]) |
+//! | `GET /.well-known/oauth-protected-resource[/mcp/{provider}]` | RFC 9728 metadata of OIDC providers ([`crate::oauth_resource`]) |
 //!
 //! `/readyz` is 200 whenever a config is loaded, which is always true once the server listens (the
 //! binary refuses to start without a valid config). When the newest config on disk was refused,
@@ -16,7 +17,8 @@
 //!
 //! Access control for MCP happens here, at HTTP level, before any MCP processing: an unknown
 //! provider or one without `mcp.enabled` is 404, an unauthenticated caller 401 (with
-//! `WWW-Authenticate: Bearer`), a caller not allowed 403, and with the search kill switch off
+//! `WWW-Authenticate: Bearer`, for OIDC providers with `resource_metadata` and `scope`), a caller
+//! not allowed 403 (a missing OAuth scope: 403 with `error="insufficient_scope"`), and with the search kill switch off
 //! every MCP request is 503; the bodies are the fixed JSON of [`crate::nexent::ApiError`].
 
 use std::sync::Arc;
@@ -31,10 +33,10 @@ use serde_json::json;
 use tokio::time::Instant;
 
 use crate::auth::Caller;
-use crate::mcp;
 use crate::metrics::{OPENMETRICS_CONTENT_TYPE, Operation};
 use crate::nexent::{self, ApiError, json_response};
 use crate::state::{AppState, AuthorizedProvider};
+use crate::{mcp, oauth_resource};
 
 /// The whole gateway as one router. `allowed_hosts` are the `Host` values the MCP transport
 /// accepts (empty: loopback only, see [`mcp::transport_config`]).
@@ -47,6 +49,7 @@ pub fn app(state: Arc<AppState>, allowed_hosts: Vec<String>) -> Router {
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
         .merge(nexent::router())
+        .merge(oauth_resource::router())
         .with_state(state);
     own.merge(mcp_routes)
 }
@@ -69,9 +72,15 @@ pub async fn mcp_guard(
         state.record_refusal(&provider, Operation::McpContextSearch, err.body.code, started.elapsed());
         err.into_response()
     };
-    let caller: Caller = match state.auth().authenticate(&provider.access, request.headers()).await {
+    let caller: Caller = match state.auth().authenticate(&provider.name, &provider.access, request.headers()).await {
         Ok(caller) => caller,
-        Err(err) => return refuse(ApiError::from_auth(err)),
+        Err(err) => {
+            let mut response = refuse(ApiError::from_auth(err));
+            if let Some(challenge) = oauth_resource::challenge(&provider, state.auth().public_url(), err) {
+                response.headers_mut().insert(header::WWW_AUTHENTICATE, challenge);
+            }
+            return response;
+        }
     };
     if !state.settings().switches.search {
         return refuse(ApiError::switched_off());

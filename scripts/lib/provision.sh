@@ -21,6 +21,7 @@ NEEDS=(
   # Debian 12's golang-go is 1.19: there, install a newer Go first (the check then says so).
   "apt:golang-go:v=\$(go env GOVERSION 2>/dev/null) && [ \"\$(printf '%s\n' go1.21 \"\$v\" | sort -V | head -n 1)\" = go1.21 ]"
   "apt:nodejs:command -v node"                                  # the Qwen Code text-parity test
+  "apt:gcc:command -v cc"                                       # Hydra's SQLite store is cgo (OIDC tests)
 )
 
 log() { printf 'provision: %s\n' "$*" >&2; }
