@@ -4,7 +4,9 @@
 #     python3-venv, openssl, curl, Go, Node.js, gcc; apt-get as root, otherwise it says what to install);
 #  1. provides kube-apiserver + etcd for the real-control-plane tests (built once from Go modules and
 #     cached; see e2e/control-plane/README.md);
-#  2. runs every Rust test of the workspace (unit, contract, real API server, real gateway processes);
+#  2. builds the release binaries exactly as the Dockerfile does (scripts/build-release.sh), then runs
+#     every Rust test of the workspace (unit, contract, real API server, real gateway processes, and the
+#     container image checked against that release build);
 #  3. runs the official MCP Python SDK against the real gateway binary (gateway/tests/python/run.sh);
 #  4. loads the Nexent plugin the way Nexent's loader does and drives it through the real gateway
 #     (nexent-plugin/tests/run.sh);
@@ -23,6 +25,9 @@ assets=$(e2e/control-plane/provide.sh | tail -n 1)
 echo "using kube-apiserver and etcd from ${assets}" >&2
 echo "== identity provider binary" >&2
 e2e/identity-provider/provide.sh | tail -n 1 >&2
+
+echo "== release build (the container image's binaries, checked by e2e/tests/container_image.rs)" >&2
+./scripts/build-release.sh
 
 echo "== cargo test" >&2
 cargo test --workspace --locked --no-fail-fast
