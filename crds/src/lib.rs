@@ -24,7 +24,8 @@ pub use dialect_preset::{
 };
 pub use memory_provider::{
     AccessSpec, BearerTokenAccess, Credentials, DialectSource, Endpoint, McpSpec, MemoryProvider, MemoryProviderSpec,
-    MemoryProviderStatus, NexentSpec, ProviderEndpoints, Scope, SecretKeyRef, ServiceAccountAccess, ServiceAccountRef,
+    MemoryProviderStatus, NexentSpec, PinnedPreset, ProviderEndpoints, Scope, SecretKeyRef, ServiceAccountAccess,
+    ServiceAccountRef,
 };
 
 /// API group of both resources.
