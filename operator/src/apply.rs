@@ -11,19 +11,22 @@
 //! Deletions are explicit (a bare API server, like many clusters, runs no garbage collector),
 //! cluster-scoped bindings included. Never decides what is desired.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt::Debug;
 use std::sync::Mutex;
 
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{ConfigMap, Service, ServiceAccount};
+use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
 use kube::api::{DeleteParams, Patch, PatchParams};
-use kube::{Api, Resource};
+use kube::{Api, Client, Resource};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use sha2::{Digest, Sha256};
 
 use crate::index::OwnedKind;
 use crate::metrics::Metrics;
-use crate::render::FIELD_MANAGER;
+use crate::render::{FIELD_MANAGER, GATEWAY_NAME, binding_name};
 
 /// A write that failed.
 #[derive(Debug, thiserror::Error)]
@@ -49,10 +52,48 @@ pub enum Applied<K> {
     Unchanged,
 }
 
-/// Applies objects and remembers what it applied.
+/// A gateway object kind: which [`OwnedKind`] it is and where it lives.
+pub trait Owned: Resource + Serialize + DeserializeOwned + Clone + Debug {
+    /// The kind in the index.
+    const KIND: OwnedKind;
+    /// The API to reach the object of `namespace`'s gateway.
+    fn api(client: &Client, namespace: &str) -> Api<Self>;
+    /// Its name.
+    fn name(namespace: &str) -> String;
+}
+
+macro_rules! namespaced_owned {
+    ($type:ty, $kind:expr) => {
+        impl Owned for $type {
+            const KIND: OwnedKind = $kind;
+            fn api(client: &Client, namespace: &str) -> Api<Self> {
+                Api::namespaced(client.clone(), namespace)
+            }
+            fn name(_: &str) -> String {
+                GATEWAY_NAME.to_string()
+            }
+        }
+    };
+}
+
+namespaced_owned!(ConfigMap, OwnedKind::ConfigMap);
+namespaced_owned!(Deployment, OwnedKind::Deployment);
+namespaced_owned!(Service, OwnedKind::Service);
+namespaced_owned!(ServiceAccount, OwnedKind::ServiceAccount);
+
+impl Owned for ClusterRoleBinding {
+    const KIND: OwnedKind = OwnedKind::ClusterRoleBinding;
+    fn api(client: &Client, _: &str) -> Api<Self> {
+        Api::all(client.clone())
+    }
+    fn name(namespace: &str) -> String {
+        binding_name(namespace)
+    }
+}
+
+/// Remembers, per object, the desired object last applied and the resourceVersion it got.
 #[derive(Debug, Default)]
 pub struct Applier {
-    /// Per object: hash of the desired object last applied, and the resourceVersion it got.
     last: Mutex<HashMap<(OwnedKind, String), (String, String)>>,
 }
 
@@ -81,52 +122,59 @@ impl Applier {
             .is_some_and(|(hash, version)| version == live_version && *hash == desired_hash(object))
     }
 
-    /// Apply `object` through `api` unless it is current.
-    pub async fn apply<K>(
-        &self,
-        api: &Api<K>,
-        kind: OwnedKind,
-        namespace: &str,
-        object: &K,
-        live_version: Option<&str>,
-        metrics: &Metrics,
-    ) -> Result<Applied<K>, ApplyError>
-    where
-        K: Resource + Serialize + DeserializeOwned + Clone + Debug,
-    {
-        if self.is_current(kind, namespace, object, live_version) {
+    fn record<K: Serialize>(&self, kind: OwnedKind, namespace: &str, object: &K, version: String) {
+        self.last().insert((kind, namespace.to_string()), (desired_hash(object), version));
+    }
+
+    fn forget(&self, kind: OwnedKind, namespace: &str) {
+        self.last().remove(&(kind, namespace.to_string()));
+    }
+}
+
+/// Writes the gateway objects of one namespace, knowing which exist and at which resourceVersion.
+pub struct Writer<'a> {
+    /// What was applied before.
+    pub applier: &'a Applier,
+    /// API client.
+    pub client: &'a Client,
+    /// The gateway's namespace.
+    pub namespace: &'a str,
+    /// The owned objects present, with their resourceVersions (from the index).
+    pub live: &'a BTreeMap<OwnedKind, String>,
+    /// Write counters.
+    pub metrics: &'a Metrics,
+}
+
+impl Writer<'_> {
+    /// Apply `object` unless it is current.
+    pub async fn apply<K: Owned>(&self, object: &K) -> Result<Applied<K>, ApplyError> {
+        let (kind, namespace) = (K::KIND, self.namespace);
+        let live_version = self.live.get(&kind).map(String::as_str);
+        if self.applier.is_current(kind, namespace, object, live_version) {
             return Ok(Applied::Unchanged);
         }
-        let name = object.meta().name.clone().unwrap_or_default();
         let params = PatchParams::apply(FIELD_MANAGER).force();
-        let written = api.patch(&name, &params, &Patch::Apply(object)).await.map_err(|source| ApplyError {
-            operation: "applying",
-            kind,
-            namespace: namespace.to_string(),
-            source,
-        })?;
-        metrics.wrote(kind.as_str(), "apply");
+        let written =
+            K::api(self.client, namespace).patch(&K::name(namespace), &params, &Patch::Apply(object)).await.map_err(
+                |source| ApplyError { operation: "applying", kind, namespace: namespace.to_string(), source },
+            )?;
+        self.metrics.wrote(kind.as_str(), "apply");
         let version = written.meta().resource_version.clone().unwrap_or_default();
-        self.last().insert((kind, namespace.to_string()), (desired_hash(object), version));
+        self.applier.record(kind, namespace, object, version);
         Ok(Applied::Written(written))
     }
 
-    /// Delete the object `name` through `api`; an object already gone is fine.
-    pub async fn delete<K>(
-        &self,
-        api: &Api<K>,
-        kind: OwnedKind,
-        namespace: &str,
-        name: &str,
-        metrics: &Metrics,
-    ) -> Result<(), ApplyError>
-    where
-        K: Resource + DeserializeOwned + Clone + Debug,
-    {
-        self.last().remove(&(kind, namespace.to_string()));
-        match api.delete(name, &DeleteParams::background()).await {
+    /// Delete the `K` object of this gateway if it exists (one already gone is fine).
+    pub async fn delete<K: Owned>(&self) -> Result<(), ApplyError> {
+        let (kind, namespace) = (K::KIND, self.namespace);
+        self.applier.forget(kind, namespace);
+        if !self.live.contains_key(&kind) {
+            return Ok(());
+        }
+        match K::api(self.client, namespace).delete(&K::name(namespace), &DeleteParams::background()).await {
             Ok(_) => {
-                metrics.wrote(kind.as_str(), "delete");
+                self.metrics.wrote(kind.as_str(), "delete");
+                tracing::info!(namespace, kind = %kind, "gateway object deleted");
                 Ok(())
             }
             Err(kube::Error::Api(status)) if status.is_not_found() => Ok(()),
@@ -150,7 +198,7 @@ mod tests {
         let applier = Applier::default();
         let desired = config_map("a");
         assert!(!applier.is_current(OwnedKind::ConfigMap, "agents", &desired, Some("1")), "never applied");
-        applier.last().insert((OwnedKind::ConfigMap, "agents".into()), (desired_hash(&desired), "1".into()));
+        applier.record(OwnedKind::ConfigMap, "agents", &desired, "1".into());
         assert!(applier.is_current(OwnedKind::ConfigMap, "agents", &desired, Some("1")));
         assert!(!applier.is_current(OwnedKind::ConfigMap, "agents", &desired, Some("2")), "edited since");
         assert!(!applier.is_current(OwnedKind::ConfigMap, "agents", &desired, None), "deleted since");

@@ -207,34 +207,17 @@ fn spawn_watches(client: &Client, settings: &Settings, feed: &Feed, tasks: &mut 
             }
         }));
 
-        let stream = watcher::watcher(scoped::<PartialObjectMeta<Secret>>(client, s), watcher::Config::default());
-        tasks.spawn(feed.clone().run("secrets", stream, scope.clone(), |index, change, scope| match change {
-            Change::Apply(o) => {
-                let (ns, name) = name_of(&o);
-                index.secret(&ns, &name, version_of(&o))
-            }
-            Change::Delete(o) => {
-                let (ns, name) = name_of(&o);
-                index.secret(&ns, &name, None)
-            }
-            Change::Reset(list) => index.reset_secrets(scope, versions(&list)),
-        }));
-
-        let stream =
-            watcher::watcher(scoped::<PartialObjectMeta<PersistentVolumeClaim>>(client, s), watcher::Config::default());
-        tasks.spawn(feed.clone().run("persistentvolumeclaims", stream, scope.clone(), |index, change, scope| {
-            match change {
-                Change::Apply(o) => {
-                    let (ns, name) = name_of(&o);
-                    index.claim(&ns, &name, version_of(&o))
-                }
-                Change::Delete(o) => {
-                    let (ns, name) = name_of(&o);
-                    index.claim(&ns, &name, None)
-                }
-                Change::Reset(list) => index.reset_claims(scope, versions(&list)),
-            }
-        }));
+        spawn_metadata::<Secret>(tasks, feed, "secrets", scoped(client, s), scope, Index::secret, Index::reset_secrets);
+        let claims = scoped(client, s);
+        spawn_metadata::<PersistentVolumeClaim>(
+            tasks,
+            feed,
+            "persistentvolumeclaims",
+            claims,
+            scope,
+            Index::claim,
+            Index::reset_claims,
+        );
 
         spawn_owned::<ConfigMap>(tasks, feed, "configmaps", OwnedKind::ConfigMap, scoped(client, s), &owned, scope);
         spawn_owned::<Service>(tasks, feed, "services", OwnedKind::Service, scoped(client, s), &owned, scope);
@@ -314,6 +297,37 @@ fn versions<K: Resource>(list: &[K]) -> Vec<(String, String, String)> {
             (ns, name, version_of(o).unwrap_or_default())
         })
         .collect()
+}
+
+/// How the index takes one referenced object's metadata: `(namespace, name, version or deleted)`.
+type Versioned = fn(&mut Index, &str, &str, Option<String>) -> Vec<Key>;
+/// How the index takes a relist of them: `(scope, [(namespace, name, version)])`.
+type VersionedReset = fn(&mut Index, Option<&str>, Vec<(String, String, String)>) -> Vec<Key>;
+
+/// A metadata watch of a kind the providers refer to (Secrets, claims): only versions are kept.
+fn spawn_metadata<K>(
+    tasks: &mut JoinSet<&'static str>,
+    feed: &Feed,
+    resource: &'static str,
+    api: Api<PartialObjectMeta<K>>,
+    scope: &Option<String>,
+    change: Versioned,
+    reset: VersionedReset,
+) where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + std::fmt::Debug + Send + 'static,
+{
+    let stream = watcher::watcher(api, watcher::Config::default());
+    tasks.spawn(feed.clone().run(resource, stream, scope.clone(), move |index, event, scope| match event {
+        Change::Apply(o) => {
+            let (ns, name) = name_of(&o);
+            change(index, &ns, &name, version_of(&o))
+        }
+        Change::Delete(o) => {
+            let (ns, name) = name_of(&o);
+            change(index, &ns, &name, None)
+        }
+        Change::Reset(list) => reset(index, scope, versions(&list)),
+    }));
 }
 
 /// A metadata watch of one owned namespaced kind.

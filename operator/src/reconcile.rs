@@ -23,9 +23,9 @@ use k8s_openapi::jiff::Timestamp;
 use kube::{Api, Client};
 use memgate_crds::{API_VERSION, MemoryProviderStatus};
 
-use crate::apply::{Applied, Applier, ApplyError};
+use crate::apply::{Applied, Applier, ApplyError, Writer};
 use crate::events::{Events, Regarding};
-use crate::index::{Index, Key, NamespaceView, OwnedKind, PresetEntry, ProviderEntry};
+use crate::index::{Index, Key, NamespaceView, PresetEntry, ProviderEntry};
 use crate::metrics::Metrics;
 use crate::render::{self, Gateway, GatewayInput, RenderError, ServedProvider};
 use crate::resolve::{self, KeyVerdict};
@@ -215,112 +215,44 @@ async fn apply_gateway(
     view: &NamespaceView,
     gateway: &Gateway,
 ) -> Result<Option<Arc<Deployment>>, ReconcileError> {
-    let (client, namespace, metrics) = (&ctx.client, view.namespace.as_str(), ctx.metrics.as_ref());
-    let live = |kind: OwnedKind| view.owned.get(&kind).map(String::as_str);
-    let applier = &ctx.applier;
-
-    let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), namespace);
-    applier
-        .apply(
-            &accounts,
-            OwnedKind::ServiceAccount,
-            namespace,
-            &gateway.service_account,
-            live(OwnedKind::ServiceAccount),
-            metrics,
-        )
-        .await?;
-    let bindings: Api<ClusterRoleBinding> = Api::all(client.clone());
+    let writer = writer(ctx, view);
+    writer.apply(&gateway.service_account).await?;
     match &gateway.binding {
         Some(binding) => {
-            applier
-                .apply(
-                    &bindings,
-                    OwnedKind::ClusterRoleBinding,
-                    namespace,
-                    binding,
-                    live(OwnedKind::ClusterRoleBinding),
-                    metrics,
-                )
-                .await?;
+            writer.apply(binding).await?;
         }
-        None if view.owned.contains_key(&OwnedKind::ClusterRoleBinding) => {
-            let name = render::binding_name(namespace);
-            applier.delete(&bindings, OwnedKind::ClusterRoleBinding, namespace, &name, metrics).await?;
-        }
-        None => {}
+        None => writer.delete::<ClusterRoleBinding>().await?,
     }
-    let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
-    applier
-        .apply(&config_maps, OwnedKind::ConfigMap, namespace, &gateway.config_map, live(OwnedKind::ConfigMap), metrics)
-        .await?;
-    let services: Api<Service> = Api::namespaced(client.clone(), namespace);
-    applier
-        .apply(&services, OwnedKind::Service, namespace, &gateway.service, live(OwnedKind::Service), metrics)
-        .await?;
-    let deployments: Api<Deployment> = Api::namespaced(client.clone(), namespace);
-    let applied = applier
-        .apply(
-            &deployments,
-            OwnedKind::Deployment,
-            namespace,
-            &gateway.deployment,
-            live(OwnedKind::Deployment),
-            metrics,
-        )
-        .await?;
-    Ok(match applied {
+    writer.apply(&gateway.config_map).await?;
+    writer.apply(&gateway.service).await?;
+    Ok(match writer.apply(&gateway.deployment).await? {
         Applied::Written(deployment) => {
             // Status is computed from what was just written, not from a watch event still on its way.
-            write_index(ctx).deployment(namespace, Some(deployment.clone()));
+            write_index(ctx).deployment(&view.namespace, Some(deployment.clone()));
             Some(Arc::new(deployment))
         }
         Applied::Unchanged => view.deployment.clone(),
     })
 }
 
+fn writer<'a>(ctx: &'a Context, view: &'a NamespaceView) -> Writer<'a> {
+    Writer {
+        applier: &ctx.applier,
+        client: &ctx.client,
+        namespace: &view.namespace,
+        live: &view.owned,
+        metrics: &ctx.metrics,
+    }
+}
+
 /// The last provider of the namespace is gone: delete every gateway object still there.
 async fn remove_gateway(ctx: &Context, view: &NamespaceView) -> Result<(), ReconcileError> {
-    let (client, namespace, metrics) = (&ctx.client, view.namespace.as_str(), ctx.metrics.as_ref());
-    let name = render::GATEWAY_NAME;
-    for kind in OwnedKind::ALL.iter().rev().filter(|k| view.owned.contains_key(k)) {
-        let applier = &ctx.applier;
-        match kind {
-            OwnedKind::Deployment => {
-                applier
-                    .delete(&Api::<Deployment>::namespaced(client.clone(), namespace), *kind, namespace, name, metrics)
-                    .await?
-            }
-            OwnedKind::Service => {
-                applier
-                    .delete(&Api::<Service>::namespaced(client.clone(), namespace), *kind, namespace, name, metrics)
-                    .await?
-            }
-            OwnedKind::ConfigMap => {
-                applier
-                    .delete(&Api::<ConfigMap>::namespaced(client.clone(), namespace), *kind, namespace, name, metrics)
-                    .await?
-            }
-            OwnedKind::ClusterRoleBinding => {
-                let binding = render::binding_name(namespace);
-                applier
-                    .delete(&Api::<ClusterRoleBinding>::all(client.clone()), *kind, namespace, &binding, metrics)
-                    .await?
-            }
-            OwnedKind::ServiceAccount => {
-                applier
-                    .delete(
-                        &Api::<ServiceAccount>::namespaced(client.clone(), namespace),
-                        *kind,
-                        namespace,
-                        name,
-                        metrics,
-                    )
-                    .await?
-            }
-        }
-        tracing::info!(namespace, kind = %kind, "gateway object deleted: no MemoryProvider left in the namespace");
-    }
+    let writer = writer(ctx, view);
+    writer.delete::<Deployment>().await?;
+    writer.delete::<Service>().await?;
+    writer.delete::<ConfigMap>().await?;
+    writer.delete::<ClusterRoleBinding>().await?;
+    writer.delete::<ServiceAccount>().await?;
     Ok(())
 }
 

@@ -642,3 +642,32 @@ async fn two_operators_elect_one_leader_and_the_standby_takes_over_when_it_is_ki
     ensure!(operators[standby].operator.running());
     Ok(())
 }
+
+#[tokio::test]
+async fn readme_cluster_quickstart_objects_become_a_ready_provider() -> Result<()> {
+    let (cp, admin) = control_plane().await?;
+    let home = cp.new_namespace("op-quickstart").await?;
+    let ns = cp.new_namespace("quickstart").await?;
+    let _running = start_operator(cp, &admin, &home, &[&ns], &[]).await?;
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/cluster/quickstart.yaml");
+    let docs: Vec<Value> = serde_saphyr::from_multiple(&std::fs::read_to_string(&path)?)?;
+    let mut applied = 0;
+    for mut doc in docs.into_iter().filter(|d| d["kind"] != "Namespace") {
+        ensure!(doc["metadata"]["namespace"] == "agents", "the quickstart lives in namespace agents");
+        doc["metadata"]["namespace"] = json!(ns);
+        apply(&admin, doc).await?;
+        applied += 1;
+    }
+    ensure!(applied == 2, "a Secret and a MemoryProvider");
+    eventually("the gateway Deployment", || async {
+        get(&admin, "Deployment", Some(&ns), "memgate-gateway").await.ok()?
+    })
+    .await?;
+    simulate_rollout(&admin, &ns).await?;
+    let ready = wait_condition(&admin, &ns, "repo-memory", "Ready", "True", "Ready").await?;
+    ensure!(
+        ready.data.pointer("/status/endpoints/mcp")
+            == Some(&json!(format!("http://memgate-gateway.{ns}.svc:8080/mcp/repo-memory")))
+    );
+    Ok(())
+}
