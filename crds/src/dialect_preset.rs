@@ -28,6 +28,7 @@ use crate::status::Condition;
     printcolumn(name = "Version", type_ = "integer", json_path = ".spec.dialectVersion"),
     printcolumn(name = "Method", type_ = "string", json_path = ".spec.search.method"),
     printcolumn(name = "Accepted", type_ = "string", json_path = ".status.conditions[?(@.type==\"Accepted\")].status"),
+    printcolumn(name = "Providers", type_ = "integer", json_path = ".status.providers"),
     printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp"),
     validation = Rule::new("!(self.metadata.name in ['mem0-platform-v3', 'mem0-oss-rest-2026-08', 'aliyun-polardb-mysql-2026-08', 'aliyun-hologres-mem0-2.0.6', 'aliyun-rds-postgresql-memory-2026-08'])").message("metadata.name: this id is reserved for a memgate built-in dialect; give the DialectPreset another name"),
 )]
@@ -267,4 +268,7 @@ pub struct DialectPresetStatus {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
     pub conditions: Vec<Condition>,
+    /// How many MemoryProviders name this preset in `spec.dialect.presetRef`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub providers: Option<u32>,
 }

@@ -24,8 +24,8 @@ pub use dialect_preset::{
 };
 pub use memory_provider::{
     AccessSpec, BearerTokenAccess, Credentials, DialectSource, Endpoint, McpSpec, MemoryProvider, MemoryProviderSpec,
-    MemoryProviderStatus, NexentSpec, OidcAccess, OidcClaimValues, ProviderEndpoints, Scope, SecretKeyRef,
-    ServiceAccountAccess, ServiceAccountRef, ServiceAccountVerification,
+    MemoryProviderStatus, NexentSpec, OidcAccess, OidcClaimValues, PinnedPreset, ProviderEndpoints, Scope,
+    SecretKeyRef, ServiceAccountAccess, ServiceAccountRef, ServiceAccountVerification,
 };
 
 /// API group of both resources.

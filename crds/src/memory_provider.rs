@@ -370,6 +370,22 @@ pub struct MemoryProviderStatus {
     /// URLs where the provider is served.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub endpoints: Option<ProviderEndpoints>,
+    /// The DialectPreset a `presetRef` resolved to, pinned by uid and spec hash so that a preset
+    /// deleted and re-created under the same name is noticed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preset: Option<PinnedPreset>,
+}
+
+/// The DialectPreset object a provider was last rendered with.
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, Default, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct PinnedPreset {
+    /// `metadata.name` of the DialectPreset (the dialect id).
+    pub name: String,
+    /// `metadata.uid` of the DialectPreset object.
+    pub uid: String,
+    /// SHA-256 (hex, first 16 characters) of its spec as JSON.
+    pub spec_hash: String,
 }
 
 /// In-cluster URLs of a served provider.

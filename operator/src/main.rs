@@ -1,14 +1,22 @@
-//! `memgate-operator`: prints the CRDs and validates memgate YAML offline.
+//! `memgate-operator`: reconciles MemoryProviders into gateways (`run`), prints the CRDs (`crds`)
+//! and validates memgate YAML offline (`validate`).
 //!
-//! Reconciliation arrives with the operator issue; the subcommands here already share every rule
-//! with it through `memgate-crds`.
+//! `run` logs JSON lines on stderr; its first event with `"message":"listening"` carries the
+//! address of `/metrics`, `/healthz` and `/readyz`. It connects to the API server with the
+//! in-cluster ServiceAccount, or `KUBECONFIG` / `~/.kube/config` outside a cluster.
 
 mod offline;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 
+use anyhow::Context;
 use clap::{Parser, Subcommand};
+use memgate_operator::http::{self, Health};
+use memgate_operator::metrics::Metrics;
+use memgate_operator::settings::{RunArgs, Settings};
+use memgate_operator::{controller, telemetry};
 
 /// The memgate operator.
 #[derive(Parser)]
@@ -20,6 +28,8 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Reconcile MemoryProviders and DialectPresets into gateways until stopped.
+    Run(Box<RunArgs>),
     /// Print both CustomResourceDefinitions as YAML.
     Crds,
     /// Validate DialectPresets and MemoryProviders in files or folders, offline.
@@ -34,6 +44,19 @@ enum Command {
 
 fn main() -> ExitCode {
     match Cli::parse().command {
+        Command::Run(args) => {
+            telemetry::init();
+            let outcome = tokio::runtime::Runtime::new()
+                .context("starting the async runtime")
+                .and_then(|runtime| runtime.block_on(run(*args)));
+            match outcome {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(error) => {
+                    tracing::error!(error = format!("{error:#}"), "memgate-operator stopped");
+                    ExitCode::FAILURE
+                }
+            }
+        }
         Command::Crds => match memgate_crds::crd::render_yaml() {
             Ok(yaml) => {
                 print!("{yaml}");
@@ -52,5 +75,47 @@ fn main() -> ExitCode {
             eprintln!("{}", report.summary());
             ExitCode::from(report.exit_code())
         }
+    }
+}
+
+async fn run(args: RunArgs) -> anyhow::Result<()> {
+    let settings = Settings::try_from(args)?;
+    let client = kube::Client::try_default()
+        .await
+        .context("connecting to the Kubernetes API (in-cluster ServiceAccount, or KUBECONFIG)")?;
+    let metrics = Arc::new(Metrics::new());
+    let health = Arc::new(Health::default());
+    let listener = tokio::net::TcpListener::bind(settings.listen)
+        .await
+        .with_context(|| format!("listening on {}", settings.listen))?;
+    let address = listener.local_addr().context("reading the bound address")?;
+    tracing::info!(address = %address, "listening");
+    let app = http::app(Arc::clone(&metrics), Arc::clone(&health));
+    let server = tokio::spawn(async move { axum::serve(listener, app).await });
+    let outcome = controller::run(client, settings, metrics, health, shutdown_signal()).await;
+    server.abort();
+    outcome.context("reconciling")?;
+    tracing::info!("stopped");
+    Ok(())
+}
+
+/// Ctrl-C or SIGTERM.
+async fn shutdown_signal() {
+    let interrupt = async {
+        if tokio::signal::ctrl_c().await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    };
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! {
+        () = interrupt => {}
+        () = terminate => {}
     }
 }

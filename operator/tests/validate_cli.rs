@@ -16,10 +16,13 @@ fn stdout(out: &Output) -> String {
 }
 
 #[test]
-fn quickstart_oauth_and_gitops_examples_are_valid() {
+fn quickstart_oauth_gitops_and_cluster_examples_are_valid() {
     let out = run(&["validate", "examples/quickstart", "examples/oauth", "examples/gitops"]);
     assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
     assert_eq!(stdout(&out), "");
+    // The cluster quickstart declares the same provider as the local one: checked on its own.
+    let out = run(&["validate", "examples/cluster"]);
+    assert_eq!((out.status.code(), stdout(&out)), (Some(0), String::new()));
 }
 
 #[test]

@@ -1,0 +1,177 @@
+//! Render: the gateway objects one namespace should have, as a pure function of its served
+//! providers and the operator's settings.
+//!
+//! ```text
+//! served providers + presets + settings --render--> ConfigMap      memgate-gateway  (rendered config, no values)
+//!                                                   Deployment     memgate-gateway  (serve + Nexent init containers)
+//!                                                   Service        memgate-gateway
+//!                                                   ServiceAccount memgate-gateway
+//!                                                   ClusterRoleBinding memgate-gateway-<ns> (only for ServiceAccount callers)
+//! ```
+//!
+//! No I/O, no clock, no randomness: the same input renders byte-identical objects, which is what
+//! lets the operator skip writes in a steady state. Never sees a Secret value: Secrets appear only
+//! as names and keys to mount.
+
+mod config;
+mod objects;
+mod pod;
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{ConfigMap, Service, ServiceAccount};
+use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use memgate_crds::{DialectPresetSpec, MemoryProviderSpec, ServiceAccountVerification};
+
+pub use config::{CONFIG_KEY, SECRET_MOUNT_API_VERSION, SECRET_MOUNT_KIND};
+pub use pod::{CONFIG_DIR, SECRETS_DIR};
+
+use crate::settings::GatewaySettings;
+
+/// Name of every namespaced gateway object (and the host name tenants use).
+pub const GATEWAY_NAME: &str = "memgate-gateway";
+/// The field manager of every write the operator makes.
+pub const FIELD_MANAGER: &str = "memgate-operator";
+/// `app.kubernetes.io/managed-by` value on every gateway object.
+pub const MANAGED_BY: &str = "memgate-operator";
+/// Label naming the namespace a gateway object belongs to (also on the cluster-scoped binding).
+pub const GATEWAY_NAMESPACE_LABEL: &str = "memgate.io/gateway-namespace";
+/// Pod-template annotation: hash of the rendered config and of the set of mounted Secrets and claims.
+pub const CONFIG_HASH_ANNOTATION: &str = "memgate.io/config-hash";
+/// Label selector matching every object the operator owns.
+pub const OWNED_SELECTOR: &str = "app.kubernetes.io/managed-by=memgate-operator,app.kubernetes.io/name=memgate-gateway";
+/// The ClusterRole that lets the gateway's ServiceAccount call TokenReview.
+pub const AUTH_DELEGATOR: &str = "system:auth-delegator";
+
+/// Name of the ClusterRoleBinding of `namespace`'s gateway.
+pub fn binding_name(namespace: &str) -> String {
+    format!("{GATEWAY_NAME}-{namespace}")
+}
+
+/// The gateway's in-cluster base URL.
+pub fn gateway_url(namespace: &str, port: u16) -> String {
+    format!("http://{GATEWAY_NAME}.{namespace}.svc:{port}")
+}
+
+/// One provider the gateway serves.
+#[derive(Debug, Clone, Copy)]
+pub struct ServedProvider<'a> {
+    /// `metadata.name`.
+    pub name: &'a str,
+    /// The validated spec.
+    pub spec: &'a MemoryProviderSpec,
+    /// The DialectPreset it uses (`presetRef`), by name.
+    pub preset: Option<(&'a str, &'a DialectPresetSpec)>,
+}
+
+/// Everything rendering a namespace's gateway depends on.
+#[derive(Debug, Clone)]
+pub struct GatewayInput<'a> {
+    /// The namespace.
+    pub namespace: &'a str,
+    /// Providers to serve (valid, enabled, resolved), in name order.
+    pub served: Vec<ServedProvider<'a>>,
+    /// Every provider of the namespace, as owners of the gateway objects (garbage-collection
+    /// backstop where a controller manager runs; the operator deletes explicitly anyway).
+    pub owners: Vec<OwnerReference>,
+    /// The shared ledger Secret (`--gateway-ledger-secret`) exists here with a usable URL.
+    pub ledger_available: bool,
+}
+
+/// The desired objects of one namespace.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Gateway {
+    /// Rendered config.
+    pub config_map: ConfigMap,
+    /// Gateway pods.
+    pub deployment: Deployment,
+    /// Address.
+    pub service: Service,
+    /// Identity.
+    pub service_account: ServiceAccount,
+    /// TokenReview rights, when any served provider accepts ServiceAccount tokens.
+    pub binding: Option<ClusterRoleBinding>,
+    /// The pod-template hash.
+    pub config_hash: String,
+    /// Replicas rendered.
+    pub replicas: i32,
+    /// Why replicas were limited, for the providers' Ready message.
+    pub replica_note: Option<String>,
+}
+
+/// Why rendering failed (a bug, not a user error: the input is validated).
+#[derive(Debug, thiserror::Error)]
+pub enum RenderError {
+    /// The config could not be written as YAML.
+    #[error("rendering the gateway config as YAML: {0}")]
+    Yaml(#[from] serde_saphyr::SerializeError),
+    /// A spec could not be turned into JSON.
+    #[error("rendering a spec as JSON: {0}")]
+    Json(#[from] serde_json::Error),
+}
+
+/// Render the gateway of one namespace.
+pub fn render(input: &GatewayInput<'_>, settings: &GatewaySettings) -> Result<Gateway, RenderError> {
+    let files = config::render_files(input)?;
+    let ingests = input.served.iter().any(|p| p.spec.nexent.ingest);
+    let shared_ledger = ingests && input.ledger_available && settings.ledger.is_some();
+    let (replicas, replica_note) = if ingests && !shared_ledger {
+        let note = match &settings.ledger {
+            None => "runs 1 gateway replica: a provider here ingests and no shared ledger is configured (operator flag --gateway-ledger-secret)".to_string(),
+            Some(ledger) => format!(
+                "runs 1 gateway replica: a provider here ingests and the shared ledger Secret \"{}\" (key \"{}\") is missing or unusable in this namespace",
+                ledger.name, ledger.key
+            ),
+        };
+        (1, Some(note))
+    } else {
+        (settings.replicas, None)
+    };
+    // ServiceAccount callers need the gateway's own API identity: TokenReview needs the
+    // system:auth-delegator binding, offline (jwks) verification only reads the cluster's public
+    // keys, which every ServiceAccount may (system:service-account-issuer-discovery).
+    let service_account_modes: Vec<ServiceAccountVerification> =
+        input.served.iter().filter_map(|p| p.spec.access.service_accounts.as_ref().map(|sa| sa.verification)).collect();
+    let token_review = service_account_modes.contains(&ServiceAccountVerification::TokenReview);
+    let api_identity = !service_account_modes.is_empty();
+    let pod = pod::PodPlan {
+        namespace: input.namespace,
+        files: &files,
+        replicas,
+        shared_ledger,
+        single_writer: ingests && !shared_ledger,
+        api_identity,
+    };
+    let config_hash = files.hash(shared_ledger.then_some(settings.ledger.as_ref()).flatten());
+    let meta = objects::Meta { namespace: input.namespace, owners: &input.owners };
+    Ok(Gateway {
+        config_map: objects::config_map(&meta, files.data.clone()),
+        deployment: pod::deployment(&meta, &pod, &config_hash, settings),
+        service: objects::service(&meta, settings.port),
+        service_account: objects::service_account(&meta),
+        binding: token_review.then(|| objects::binding(input.namespace)),
+        config_hash,
+        replicas,
+        replica_note,
+    })
+}
+
+/// Labels on every gateway object of `namespace`.
+pub fn labels(namespace: &str) -> BTreeMap<String, String> {
+    let mut labels = selector_labels();
+    labels.insert(GATEWAY_NAMESPACE_LABEL.into(), namespace.into());
+    labels
+}
+
+/// Labels selecting the gateway's pods.
+pub fn selector_labels() -> BTreeMap<String, String> {
+    BTreeMap::from([
+        ("app.kubernetes.io/name".to_string(), GATEWAY_NAME.to_string()),
+        ("app.kubernetes.io/managed-by".to_string(), MANAGED_BY.to_string()),
+    ])
+}
+
+#[cfg(test)]
+mod tests;

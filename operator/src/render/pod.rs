@@ -1,0 +1,295 @@
+//! The gateway Deployment: the serving container, one `write-nexent-plugins` init container per
+//! plugin claim, the volumes they mount and the pod's security settings.
+//!
+//! Mount layout (every path read-only except the plugin claims):
+//!
+//! ```text
+//! /etc/memgate/config/gateway.yaml          ConfigMap key gateway.yaml     (serve --config)
+//! /etc/memgate/secrets/<secret>/<key>       each referenced Secret, only the referenced keys
+//! /etc/memgate/nexent-<i>/gateway.yaml      ConfigMap key nexent-<i>.yaml  (init container i)
+//! /var/lib/memgate/plugins-<i>/             PersistentVolumeClaim i        (init container i, writable)
+//! ```
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec, DeploymentStrategy};
+use k8s_openapi::api::core::v1::{
+    Capabilities, ConfigMapVolumeSource, Container, ContainerPort, EnvVar, EnvVarSource, HTTPGetAction, KeyToPath,
+    PersistentVolumeClaimVolumeSource, PodSecurityContext, PodSpec, PodTemplateSpec, Probe, ResourceRequirements,
+    SeccompProfile, SecretKeySelector, SecretVolumeSource, SecurityContext, Volume, VolumeMount,
+};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+
+use super::config::{CONFIG_KEY, ClaimFiles, Files};
+use super::objects::Meta;
+use super::{CONFIG_HASH_ANNOTATION, GATEWAY_NAME, gateway_url, selector_labels};
+use crate::settings::GatewaySettings;
+
+/// Where the serving config is mounted (`serve --config`).
+pub const CONFIG_DIR: &str = "/etc/memgate/config";
+/// Folder holding one folder per mounted Secret.
+pub const SECRETS_DIR: &str = "/etc/memgate/secrets";
+/// [`SECRETS_DIR`] relative to the config folders' parent (what SecretMount paths name).
+pub(super) const SECRETS_FOLDER: &str = "secrets";
+/// User and group the gateway runs as (the image must allow it; no root needed).
+const RUN_AS: i64 = 65532;
+/// Name of the serving container.
+pub const GATEWAY_CONTAINER: &str = "gateway";
+
+/// What the Deployment needs beyond the settings.
+pub struct PodPlan<'a> {
+    /// The namespace.
+    pub namespace: &'a str,
+    /// The rendered files and what they mount.
+    pub files: &'a Files,
+    /// Replicas.
+    pub replicas: i32,
+    /// Pass the shared ledger Secret as `MEMGATE_INGEST_LEDGER`.
+    pub shared_ledger: bool,
+    /// Ingest with an in-process ledger: never run two pods at once, not even during a rollout.
+    pub single_writer: bool,
+    /// Mount the ServiceAccount token: some provider verifies ServiceAccount callers (by
+    /// TokenReview or against the cluster's keys).
+    pub api_identity: bool,
+}
+
+/// The gateway Deployment.
+pub fn deployment(meta: &Meta<'_>, plan: &PodPlan<'_>, config_hash: &str, settings: &GatewaySettings) -> Deployment {
+    let mut containers = vec![serving_container(plan, settings)];
+    containers[0].volume_mounts = Some(serving_mounts(plan.files));
+    let init_containers: Vec<Container> =
+        plan.files.claims.iter().enumerate().map(|(i, claim)| plugin_container(i, claim, plan, settings)).collect();
+    Deployment {
+        metadata: meta.object(),
+        spec: DeploymentSpec {
+            replicas: Some(plan.replicas),
+            selector: LabelSelector { match_labels: Some(selector_labels()), ..LabelSelector::default() },
+            strategy: plan
+                .single_writer
+                .then(|| DeploymentStrategy { type_: Some("Recreate".into()), ..DeploymentStrategy::default() }),
+            template: PodTemplateSpec {
+                metadata: Some(ObjectMeta {
+                    labels: Some(selector_labels()),
+                    annotations: Some(BTreeMap::from([(CONFIG_HASH_ANNOTATION.to_string(), config_hash.to_string())])),
+                    ..ObjectMeta::default()
+                }),
+                spec: Some(PodSpec {
+                    service_account_name: Some(GATEWAY_NAME.into()),
+                    automount_service_account_token: Some(plan.api_identity),
+                    security_context: Some(PodSecurityContext {
+                        run_as_non_root: Some(true),
+                        run_as_user: Some(RUN_AS),
+                        run_as_group: Some(RUN_AS),
+                        seccomp_profile: Some(SeccompProfile {
+                            type_: "RuntimeDefault".into(),
+                            ..SeccompProfile::default()
+                        }),
+                        ..PodSecurityContext::default()
+                    }),
+                    init_containers: (!init_containers.is_empty()).then_some(init_containers),
+                    containers,
+                    volumes: Some(volumes(plan.files)),
+                    ..PodSpec::default()
+                }),
+            },
+            ..DeploymentSpec::default()
+        },
+        ..Deployment::default()
+    }
+}
+
+/// The serving container: its command line, ports and probes are rendered here and only here
+/// (the gateway's flags live in gateway/src/main.rs).
+fn serving_container(plan: &PodPlan<'_>, settings: &GatewaySettings) -> Container {
+    let mut args: Vec<String> = ["serve", "--config", CONFIG_DIR, "--listen"].map(String::from).into_iter().collect();
+    args.push(format!("0.0.0.0:{}", settings.port));
+    // The URL tenants use: the default audience and the RFC 9728 resource of OIDC providers.
+    args.push("--public-url".into());
+    args.push(gateway_url(plan.namespace, settings.port));
+    for host in allowed_hosts(plan.namespace, &settings.extra_allowed_hosts) {
+        args.push("--allowed-host".into());
+        args.push(host);
+    }
+    let probe = |path: &str| Probe {
+        http_get: Some(HTTPGetAction {
+            path: Some(path.into()),
+            port: IntOrString::String("http".into()),
+            ..HTTPGetAction::default()
+        }),
+        period_seconds: Some(10),
+        timeout_seconds: Some(2),
+        ..Probe::default()
+    };
+    let mut env = vec![
+        env_value("EXTERNAL_MEMORY_SEARCH_ENABLED", settings.search_enabled.to_string()),
+        env_value("EXTERNAL_MEMORY_INGEST_ENABLED", settings.ingest_enabled.to_string()),
+        env_value("RUST_LOG", settings.log_level.clone()),
+    ];
+    if let (true, Some(ledger)) = (plan.shared_ledger, &settings.ledger) {
+        env.push(EnvVar {
+            name: "MEMGATE_INGEST_LEDGER".into(),
+            value_from: Some(EnvVarSource {
+                secret_key_ref: Some(SecretKeySelector {
+                    name: ledger.name.clone(),
+                    key: ledger.key.clone(),
+                    optional: Some(false),
+                }),
+                ..EnvVarSource::default()
+            }),
+            ..EnvVar::default()
+        });
+    }
+    Container {
+        name: GATEWAY_CONTAINER.into(),
+        command: Some(vec!["memgate-gateway".into()]),
+        args: Some(args),
+        ports: Some(vec![ContainerPort {
+            name: Some("http".into()),
+            container_port: i32::from(settings.port),
+            protocol: Some("TCP".into()),
+            ..ContainerPort::default()
+        }]),
+        env: Some(env),
+        readiness_probe: Some(probe("/readyz")),
+        liveness_probe: Some(probe("/healthz")),
+        ..base_container(settings)
+    }
+}
+
+/// `Host` names tenants use to reach the gateway, then the configured extras.
+pub fn allowed_hosts(namespace: &str, extra: &[String]) -> Vec<String> {
+    let mut hosts = vec![
+        GATEWAY_NAME.to_string(),
+        format!("{GATEWAY_NAME}.{namespace}"),
+        format!("{GATEWAY_NAME}.{namespace}.svc"),
+        format!("{GATEWAY_NAME}.{namespace}.svc.cluster.local"),
+    ];
+    for host in extra {
+        if !hosts.contains(host) {
+            hosts.push(host.clone());
+        }
+    }
+    hosts
+}
+
+/// Init container `i`: writes the plugins of the providers using claim `i` into it.
+fn plugin_container(i: usize, claim: &ClaimFiles, plan: &PodPlan<'_>, settings: &GatewaySettings) -> Container {
+    let config = format!("/etc/memgate/nexent-{i}");
+    let dest = format!("/var/lib/memgate/plugins-{i}");
+    let mut mounts =
+        vec![mount(&format!("nexent-config-{i}"), &config, true), mount(&format!("plugins-{i}"), &dest, false)];
+    mounts.extend(secret_mounts(&claim.secrets, plan.files));
+    Container {
+        name: format!("nexent-plugins-{i}"),
+        command: Some(vec!["memgate-gateway".into()]),
+        args: Some(vec![
+            "write-nexent-plugins".into(),
+            "--config".into(),
+            config,
+            "--dest".into(),
+            dest,
+            "--gateway-url".into(),
+            gateway_url(plan.namespace, settings.port),
+        ]),
+        env: Some(vec![env_value("RUST_LOG", settings.log_level.clone())]),
+        volume_mounts: Some(mounts),
+        ..base_container(settings)
+    }
+}
+
+/// Image, resources and the restricted security context every container shares.
+fn base_container(settings: &GatewaySettings) -> Container {
+    let quantities = |cpu: &str, memory: &str| {
+        Some(BTreeMap::from([
+            ("cpu".to_string(), Quantity(cpu.into())),
+            ("memory".to_string(), Quantity(memory.into())),
+        ]))
+    };
+    let r = &settings.resources;
+    Container {
+        image: Some(settings.image.clone()),
+        image_pull_policy: Some(settings.image_pull_policy.clone()),
+        resources: Some(ResourceRequirements {
+            requests: quantities(&r.cpu_request, &r.memory_request),
+            limits: quantities(&r.cpu_limit, &r.memory_limit),
+            ..ResourceRequirements::default()
+        }),
+        security_context: Some(SecurityContext {
+            allow_privilege_escalation: Some(false),
+            read_only_root_filesystem: Some(true),
+            run_as_non_root: Some(true),
+            capabilities: Some(Capabilities { drop: Some(vec!["ALL".into()]), ..Capabilities::default() }),
+            ..SecurityContext::default()
+        }),
+        ..Container::default()
+    }
+}
+
+fn env_value(name: &str, value: String) -> EnvVar {
+    EnvVar { name: name.into(), value: Some(value), ..EnvVar::default() }
+}
+
+fn mount(volume: &str, path: &str, read_only: bool) -> VolumeMount {
+    VolumeMount { name: volume.into(), mount_path: path.into(), read_only: Some(read_only), ..VolumeMount::default() }
+}
+
+fn serving_mounts(files: &Files) -> Vec<VolumeMount> {
+    let mut mounts = vec![mount("config", CONFIG_DIR, true)];
+    mounts.extend(secret_mounts(&files.secrets, files));
+    mounts
+}
+
+/// Volume name of each Secret, by its position among every mounted Secret.
+fn secret_volume(files: &Files, name: &str) -> String {
+    let index = files.secrets.keys().position(|n| n == name).unwrap_or_default();
+    format!("secret-{index}")
+}
+
+fn secret_mounts(secrets: &BTreeMap<String, BTreeSet<String>>, files: &Files) -> Vec<VolumeMount> {
+    secrets.keys().map(|name| mount(&secret_volume(files, name), &format!("{SECRETS_DIR}/{name}"), true)).collect()
+}
+
+fn volumes(files: &Files) -> Vec<Volume> {
+    let config_items =
+        |key: &str| Some(vec![KeyToPath { key: key.into(), path: CONFIG_KEY.into(), ..KeyToPath::default() }]);
+    let config_volume = |name: String, key: &str| Volume {
+        name,
+        config_map: Some(ConfigMapVolumeSource {
+            name: GATEWAY_NAME.into(),
+            items: config_items(key),
+            ..ConfigMapVolumeSource::default()
+        }),
+        ..Volume::default()
+    };
+    let mut volumes = vec![config_volume("config".into(), CONFIG_KEY)];
+    for (name, keys) in &files.secrets {
+        volumes.push(Volume {
+            name: secret_volume(files, name),
+            secret: Some(SecretVolumeSource {
+                secret_name: Some(name.clone()),
+                items: Some(
+                    keys.iter()
+                        .map(|k| KeyToPath { key: k.clone(), path: k.clone(), ..KeyToPath::default() })
+                        .collect(),
+                ),
+                optional: Some(false),
+                ..SecretVolumeSource::default()
+            }),
+            ..Volume::default()
+        });
+    }
+    for (i, claim) in files.claims.iter().enumerate() {
+        volumes.push(config_volume(format!("nexent-config-{i}"), &claim.key));
+        volumes.push(Volume {
+            name: format!("plugins-{i}"),
+            persistent_volume_claim: Some(PersistentVolumeClaimVolumeSource {
+                claim_name: claim.claim.clone(),
+                read_only: Some(false),
+            }),
+            ..Volume::default()
+        });
+    }
+    volumes
+}

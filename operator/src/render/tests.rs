@@ -1,0 +1,316 @@
+//! Rendering, tested on plain values: what a namespace's gateway is made of.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{Container, PodSpec};
+use memgate_crds::manifest::documents;
+use memgate_crds::{DialectPresetSpec, MemoryProviderSpec};
+use serde_json::{Value, json};
+
+use super::*;
+use crate::settings::{LedgerSecret, Resources};
+
+fn settings() -> GatewaySettings {
+    GatewaySettings {
+        image: "registry.example/memgate:1".into(),
+        image_pull_policy: "IfNotPresent".into(),
+        replicas: 2,
+        port: 8080,
+        resources: Resources {
+            cpu_request: "50m".into(),
+            memory_request: "64Mi".into(),
+            cpu_limit: "1".into(),
+            memory_limit: "256Mi".into(),
+        },
+        extra_allowed_hosts: vec!["memory.internal".into()],
+        ledger: None,
+        search_enabled: true,
+        ingest_enabled: false,
+        log_level: "info".into(),
+    }
+}
+
+fn spec(extra: Value) -> MemoryProviderSpec {
+    let mut value = json!({
+        "dialect": {"builtin": "mem0-oss-rest-2026-08"},
+        "endpoint": {"origin": "http://mem0.memory.svc:8888", "allowInsecureHttp": true},
+        "credentials": {"secretRef": {"name": "mem0-api", "key": "api-key"}},
+        "scope": {"userId": "repository-memory", "agentId": "qwen-code"},
+        "access": {"anonymous": true},
+    });
+    if let (Some(base), Some(extra)) = (value.as_object_mut(), extra.as_object()) {
+        base.extend(extra.clone());
+    }
+    serde_json::from_value(value).expect("valid spec")
+}
+
+fn preset() -> DialectPresetSpec {
+    serde_json::from_value(json!({"dialectVersion": 1, "auth": "authorization-bearer",
+        "search": {"method": "GET", "path": "/search", "queryLocation": "query", "userIdLocation": "query",
+                   "agentIdLocation": "omit", "appIdLocation": "omit", "limitField": "limit"},
+        "response": {"collection": "root-array", "idField": "id", "contentField": "text", "titleField": "omit",
+                     "uriField": "omit", "scoreField": "omit", "updatedAtField": "omit"}}))
+    .expect("preset")
+}
+
+fn input<'a>(served: Vec<ServedProvider<'a>>) -> GatewayInput<'a> {
+    GatewayInput { namespace: "agents", served, owners: Vec::new(), ledger_available: false }
+}
+
+fn pod(gateway: &Gateway) -> &PodSpec {
+    gateway.deployment.spec.template.spec.as_ref().expect("pod spec")
+}
+
+fn container<'a>(gateway: &'a Gateway, name: &str) -> &'a Container {
+    let pod = pod(gateway);
+    pod.containers.iter().chain(pod.init_containers.iter().flatten()).find(|c| c.name == name).expect(name)
+}
+
+#[test]
+fn config_holds_the_served_providers_and_secret_mounts_but_no_value() {
+    let a = spec(json!({}));
+    let b = spec(json!({"access": {"bearerToken": {"secretRef": {"name": "callers", "key": "nexent"}}}}));
+    let gateway = render(
+        &input(vec![
+            ServedProvider { name: "a", spec: &a, preset: None },
+            ServedProvider { name: "b", spec: &b, preset: None },
+        ]),
+        &settings(),
+    )
+    .expect("renders");
+    let text = &gateway.config_map.data.as_ref().expect("data")[CONFIG_KEY];
+    let docs = documents(text).expect("the gateway can parse it");
+    let kinds: Vec<(&str, &str)> = docs
+        .iter()
+        .map(|(_, d)| (d["kind"].as_str().unwrap_or(""), d["metadata"]["name"].as_str().unwrap_or("")))
+        .collect();
+    assert_eq!(
+        kinds,
+        [("MemoryProvider", "a"), ("MemoryProvider", "b"), ("SecretMount", "callers"), ("SecretMount", "mem0-api")]
+    );
+    assert_eq!(docs[3].1["path"], "../secrets/mem0-api");
+    assert_eq!(docs[0].1["metadata"], json!({"name": "a", "namespace": "agents"}), "no uid, status or managedFields");
+}
+
+#[test]
+fn each_secret_is_mounted_read_only_with_only_the_referenced_keys() {
+    let a = spec(json!({"access": {"bearerToken": {"secretRef": {"name": "mem0-api", "key": "caller"}}}}));
+    let gateway =
+        render(&input(vec![ServedProvider { name: "a", spec: &a, preset: None }]), &settings()).expect("renders");
+    let volumes = pod(&gateway).volumes.as_ref().expect("volumes");
+    let secret = volumes.iter().find_map(|v| v.secret.as_ref()).expect("a Secret volume");
+    assert_eq!(secret.secret_name.as_deref(), Some("mem0-api"));
+    let keys: Vec<&str> = secret.items.iter().flatten().map(|i| i.key.as_str()).collect();
+    assert_eq!(keys, ["api-key", "caller"]);
+    let mounts = container(&gateway, "gateway").volume_mounts.as_ref().expect("mounts");
+    let mount = mounts.iter().find(|m| m.mount_path == "/etc/memgate/secrets/mem0-api").expect("mounted");
+    assert_eq!(mount.read_only, Some(true));
+    assert!(mounts.iter().all(|m| m.read_only == Some(true)));
+}
+
+#[test]
+fn serve_args_allow_every_in_cluster_name_and_the_extras() {
+    let a = spec(json!({}));
+    let gateway =
+        render(&input(vec![ServedProvider { name: "a", spec: &a, preset: None }]), &settings()).expect("renders");
+    let args = container(&gateway, "gateway").args.clone().expect("args");
+    let hosts: Vec<&str> = args.windows(2).filter(|w| w[0] == "--allowed-host").map(|w| w[1].as_str()).collect();
+    assert_eq!(
+        hosts,
+        [
+            "memgate-gateway",
+            "memgate-gateway.agents",
+            "memgate-gateway.agents.svc",
+            "memgate-gateway.agents.svc.cluster.local",
+            "memory.internal"
+        ]
+    );
+    assert_eq!(&args[..5], ["serve", "--config", CONFIG_DIR, "--listen", "0.0.0.0:8080"]);
+}
+
+#[test]
+fn pods_are_locked_down_and_probed() {
+    let a = spec(json!({}));
+    let gateway =
+        render(&input(vec![ServedProvider { name: "a", spec: &a, preset: None }]), &settings()).expect("renders");
+    let pod = pod(&gateway);
+    let security = pod.security_context.as_ref().expect("pod security");
+    assert_eq!(security.run_as_non_root, Some(true));
+    assert_eq!(security.seccomp_profile.as_ref().map(|p| p.type_.as_str()), Some("RuntimeDefault"));
+    assert_eq!(pod.automount_service_account_token, Some(false), "no token without ServiceAccount callers");
+    let c = container(&gateway, "gateway");
+    let cs = c.security_context.as_ref().expect("container security");
+    assert_eq!((cs.allow_privilege_escalation, cs.read_only_root_filesystem), (Some(false), Some(true)));
+    assert_eq!(cs.capabilities.as_ref().and_then(|c| c.drop.clone()), Some(vec!["ALL".to_string()]));
+    let path = |p: &Option<k8s_openapi::api::core::v1::Probe>| {
+        p.as_ref().and_then(|p| p.http_get.as_ref()).and_then(|h| h.path.clone())
+    };
+    assert_eq!(path(&c.liveness_probe).as_deref(), Some("/healthz"));
+    assert_eq!(path(&c.readiness_probe).as_deref(), Some("/readyz"));
+    let resources = c.resources.as_ref().expect("resources");
+    assert!(resources.requests.is_some() && resources.limits.is_some());
+    assert!(gateway.binding.is_none());
+}
+
+#[test]
+fn service_account_callers_get_the_token_and_only_the_auth_delegator_binding() {
+    let a = spec(json!({"access": {"serviceAccounts": {"audience": "memgate", "allowed": [{"namespace": "agents"}]}}}));
+    let gateway =
+        render(&input(vec![ServedProvider { name: "a", spec: &a, preset: None }]), &settings()).expect("renders");
+    let binding = gateway.binding.as_ref().expect("binding");
+    assert_eq!(binding.role_ref.name, AUTH_DELEGATOR);
+    assert_eq!(binding.metadata.name.as_deref(), Some("memgate-gateway-agents"));
+    let subjects = binding.subjects.as_ref().expect("subjects");
+    assert_eq!((subjects[0].name.as_str(), subjects[0].namespace.as_deref()), ("memgate-gateway", Some("agents")));
+    assert_eq!(pod(&gateway).automount_service_account_token, Some(true));
+}
+
+#[test]
+fn offline_service_account_verification_gets_the_token_but_no_token_review_binding() {
+    let a = spec(json!({"access": {"serviceAccounts": {"audience": "memgate", "verification": "jwks",
+        "allowed": [{"namespace": "agents"}]}}}));
+    let gateway =
+        render(&input(vec![ServedProvider { name: "a", spec: &a, preset: None }]), &settings()).expect("renders");
+    assert!(gateway.binding.is_none(), "jwks verification reads public keys only: no system:auth-delegator");
+    assert_eq!(pod(&gateway).automount_service_account_token, Some(true));
+    // One provider reviewing tokens is enough for the binding.
+    let b = spec(json!({"access": {"serviceAccounts": {"audience": "memgate", "allowed": [{"namespace": "agents"}]}}}));
+    let both = render(
+        &input(vec![
+            ServedProvider { name: "a", spec: &a, preset: None },
+            ServedProvider { name: "b", spec: &b, preset: None },
+        ]),
+        &settings(),
+    )
+    .expect("renders");
+    assert!(both.binding.is_some());
+}
+
+#[test]
+fn serve_args_name_the_public_url_tenants_use() {
+    let a = spec(json!({}));
+    let gateway =
+        render(&input(vec![ServedProvider { name: "a", spec: &a, preset: None }]), &settings()).expect("renders");
+    let args = container(&gateway, "gateway").args.clone().unwrap_or_default();
+    let at = args.iter().position(|a| a == "--public-url").expect("--public-url");
+    assert_eq!(args[at + 1], "http://memgate-gateway.agents.svc:8080");
+}
+
+#[test]
+fn nexent_claims_get_their_own_init_container_and_config() {
+    let a = spec(json!({"nexent": {"search": true}}));
+    let b = spec(json!({"nexent": {"search": true, "pluginClaim": "other-plugins"}}));
+    let c = spec(json!({}));
+    let gateway = render(
+        &input(vec![
+            ServedProvider { name: "a", spec: &a, preset: None },
+            ServedProvider { name: "b", spec: &b, preset: None },
+            ServedProvider { name: "c", spec: &c, preset: None },
+        ]),
+        &settings(),
+    )
+    .expect("renders");
+    let data = gateway.config_map.data.as_ref().expect("data");
+    assert_eq!(data.keys().collect::<Vec<_>>(), ["gateway.yaml", "nexent-0.yaml", "nexent-1.yaml"]);
+    let names = |key: &str| -> Vec<String> {
+        documents(&data[key])
+            .expect("yaml")
+            .iter()
+            .filter(|(_, d)| d["kind"] == "MemoryProvider")
+            .map(|(_, d)| d["metadata"]["name"].as_str().unwrap_or_default().to_string())
+            .collect()
+    };
+    assert_eq!(names("nexent-0.yaml"), ["a"], "nexent-memory-plugins sorts first");
+    assert_eq!(names("nexent-1.yaml"), ["b"]);
+    let init = container(&gateway, "nexent-plugins-0");
+    let args = init.args.clone().expect("args");
+    assert_eq!(
+        args,
+        [
+            "write-nexent-plugins",
+            "--config",
+            "/etc/memgate/nexent-0",
+            "--dest",
+            "/var/lib/memgate/plugins-0",
+            "--gateway-url",
+            "http://memgate-gateway.agents.svc:8080"
+        ]
+    );
+    let claims: Vec<&str> = pod(&gateway)
+        .volumes
+        .iter()
+        .flatten()
+        .filter_map(|v| v.persistent_volume_claim.as_ref())
+        .map(|c| c.claim_name.as_str())
+        .collect();
+    assert_eq!(claims, ["nexent-memory-plugins", "other-plugins"]);
+}
+
+#[test]
+fn ingest_without_a_shared_ledger_runs_one_replica_and_never_two_pods_at_once() {
+    let a = spec(json!({"nexent": {"search": true, "ingest": true}}));
+    let served = || vec![ServedProvider { name: "a", spec: &a, preset: None }];
+    let gateway = render(&input(served()), &settings()).expect("renders");
+    assert_eq!(gateway.replicas, 1);
+    assert_eq!(gateway.deployment.spec.replicas, Some(1));
+    assert_eq!(gateway.deployment.spec.strategy.as_ref().and_then(|s| s.type_.as_deref()), Some("Recreate"));
+    assert!(gateway.replica_note.as_deref().is_some_and(|n| n.contains("--gateway-ledger-secret")));
+
+    let mut with_ledger = settings();
+    with_ledger.ledger = Some(LedgerSecret { name: "memgate-ledger".into(), key: "url".into() });
+    let shared = GatewayInput { ledger_available: true, ..input(served()) };
+    let gateway = render(&shared, &with_ledger).expect("renders");
+    assert_eq!(gateway.replicas, 2);
+    assert!(gateway.deployment.spec.strategy.is_none());
+    let env = container(&gateway, "gateway").env.clone().expect("env");
+    let ledger = env.iter().find(|e| e.name == "MEMGATE_INGEST_LEDGER").expect("ledger env");
+    assert!(ledger.value.is_none(), "the URL is never rendered: only its Secret reference");
+    let selector = ledger.value_from.as_ref().and_then(|v| v.secret_key_ref.as_ref()).expect("secretKeyRef");
+    assert_eq!((selector.name.as_str(), selector.key.as_str()), ("memgate-ledger", "url"));
+
+    let missing = GatewayInput { ledger_available: false, ..input(served()) };
+    let gateway = render(&missing, &with_ledger).expect("renders");
+    assert_eq!(gateway.replicas, 1);
+    assert!(gateway.replica_note.as_deref().is_some_and(|n| n.contains("memgate-ledger")));
+}
+
+#[test]
+fn config_hash_follows_the_config_and_the_mounted_set_only() {
+    let a = spec(json!({}));
+    let render_with = |s: &MemoryProviderSpec| {
+        render(&input(vec![ServedProvider { name: "a", spec: s, preset: None }]), &settings()).expect("renders")
+    };
+    let first = render_with(&a);
+    assert_eq!(first, render_with(&a), "rendering is deterministic");
+    let annotation = |g: &Gateway| {
+        g.deployment.spec.template.metadata.as_ref().and_then(|m| m.annotations.clone()).unwrap_or_default()
+            [CONFIG_HASH_ANNOTATION]
+            .clone()
+    };
+    assert_eq!(annotation(&first), first.config_hash);
+    let changed = render_with(&spec(json!({"scope": {"userId": "other", "agentId": "qwen-code"}})));
+    assert_ne!(changed.config_hash, first.config_hash);
+}
+
+#[test]
+fn preset_providers_carry_their_dialect_into_the_config() {
+    let preset = preset();
+    let a = spec(json!({"dialect": {"presetRef": "team-search"}, "scope": {"userId": "u"}}));
+    let gateway = render(
+        &input(vec![ServedProvider { name: "a", spec: &a, preset: Some(("team-search", &preset)) }]),
+        &settings(),
+    )
+    .expect("renders");
+    let text = &gateway.config_map.data.as_ref().expect("data")[CONFIG_KEY];
+    let docs = documents(text).expect("yaml");
+    assert_eq!(docs[0].1["kind"], "DialectPreset");
+    assert_eq!(docs[0].1["metadata"], json!({"name": "team-search"}));
+}
+
+#[test]
+fn nothing_served_renders_an_empty_config_the_gateway_accepts() {
+    let gateway = render(&input(Vec::new()), &settings()).expect("renders");
+    let text = &gateway.config_map.data.as_ref().expect("data")[CONFIG_KEY];
+    assert!(documents(text).expect("yaml").is_empty());
+    assert_eq!(gateway.config_map.data.as_ref().map(BTreeMap::len), Some(1));
+}

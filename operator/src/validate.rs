@@ -1,0 +1,354 @@
+//! Validate: the verdict on each provider of a namespace, from the index and the Secret verdicts.
+//!
+//! Pure. Every rule is the shared one of `memgate-crds` (the same functions `memgate-operator
+//! validate` and the gateway call), so the operator never renders what the gateway would refuse.
+//! The checks run in the order a person fixes things: the spec on its own, then its dialect, then
+//! the spec against the dialect, then the Secrets and the plugin claim.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use memgate_crds::validation::{
+    DialectView, Violation, dialect_preset, memory_provider, provider_against_dialect, provider_identity,
+};
+use memgate_crds::{MemoryProviderSpec, PinnedPreset, SecretKeyRef};
+use sha2::{Digest, Sha256};
+
+use crate::index::{PresetEntry, ProviderEntry};
+use crate::reasons::{Problem, Reason};
+use crate::resolve::{KeyVerdict, SecretVerdicts, WantedKeys};
+
+/// The state of a provider's references.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Refs {
+    /// Dialect, Secrets and plugin claim found and usable.
+    Resolved,
+    /// Something referenced is missing or unusable.
+    Unresolved(Problem),
+    /// Not checked: the spec itself is invalid.
+    NotChecked,
+}
+
+/// What the operator concluded about one provider.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProviderVerdict {
+    /// `Ok` when every rule accepts the spec.
+    pub accepted: Result<(), Problem>,
+    /// The references.
+    pub refs: Refs,
+    /// The resolved dialect id.
+    pub dialect: Option<String>,
+    /// The DialectPreset object used, for a `presetRef`.
+    pub preset: Option<PinnedPreset>,
+    /// `spec.enabled` (false for an unreadable spec).
+    pub enabled: bool,
+}
+
+impl ProviderVerdict {
+    /// Rendered into the gateway: enabled, accepted and resolved.
+    pub fn served(&self) -> bool {
+        self.enabled && self.accepted.is_ok() && self.refs == Refs::Resolved
+    }
+}
+
+/// Every Secret key the providers refer to (credentials and bearer tokens), by Secret name.
+pub fn wanted_secrets<'a>(providers: impl IntoIterator<Item = &'a ProviderEntry>) -> WantedKeys {
+    let mut wanted = WantedKeys::new();
+    for spec in providers.into_iter().filter_map(ProviderEntry::spec) {
+        for secret_ref in secret_refs(spec).into_iter().map(|(_, r)| r) {
+            wanted.entry(secret_ref.name.clone()).or_default().insert(secret_ref.key.clone());
+        }
+    }
+    wanted
+}
+
+/// The Secret references of a provider with the field naming each.
+pub fn secret_refs(spec: &MemoryProviderSpec) -> Vec<(&'static str, &SecretKeyRef)> {
+    let mut refs = vec![("spec.credentials.secretRef", &spec.credentials.secret_ref)];
+    if let Some(bearer) = &spec.access.bearer_token {
+        refs.push(("spec.access.bearerToken.secretRef", &bearer.secret_ref));
+    }
+    refs
+}
+
+/// The verdict on one provider.
+pub fn verdict(
+    provider: &ProviderEntry,
+    presets: &BTreeMap<String, PresetEntry>,
+    secrets: &SecretVerdicts,
+    claims: &BTreeSet<String>,
+) -> ProviderVerdict {
+    let spec = match &provider.spec {
+        Ok(spec) => spec,
+        Err(error) => {
+            return ProviderVerdict {
+                accepted: Err(Problem::new(Reason::InvalidSpec, format!("the object cannot be read: {error}"))),
+                refs: Refs::NotChecked,
+                dialect: None,
+                preset: None,
+                enabled: false,
+            };
+        }
+    };
+    let mut result = ProviderVerdict {
+        accepted: Ok(()),
+        refs: Refs::NotChecked,
+        dialect: None,
+        preset: None,
+        enabled: spec.enabled,
+    };
+    let mut found = provider_identity(&provider.name, &provider.namespace);
+    found.extend(memory_provider(spec));
+    if !found.is_empty() {
+        result.accepted = Err(invalid(&found));
+        return result;
+    }
+    let dialect = match resolve_dialect(spec, presets) {
+        Ok((id, view, pinned)) => {
+            result.dialect = Some(id);
+            result.preset = pinned;
+            view
+        }
+        Err(problem) => {
+            result.refs = Refs::Unresolved(problem);
+            return result;
+        }
+    };
+    let against = provider_against_dialect(spec, dialect);
+    if !against.is_empty() {
+        result.accepted = Err(invalid(&against));
+        return result;
+    }
+    result.refs = match secret_problem(&provider.namespace, spec, secrets).or_else(|| claim_problem(spec, claims)) {
+        Some(problem) => Refs::Unresolved(problem),
+        None => Refs::Resolved,
+    };
+    result
+}
+
+fn invalid(found: &[Violation]) -> Problem {
+    let lines: Vec<String> = found.iter().map(ToString::to_string).collect();
+    Problem::new(Reason::InvalidSpec, lines.join("; "))
+}
+
+/// The dialect of a provider: its id, its grammar and, for a DialectPreset, the pinned object.
+fn resolve_dialect<'a>(
+    spec: &MemoryProviderSpec,
+    presets: &'a BTreeMap<String, PresetEntry>,
+) -> Result<(String, DialectView<'a>, Option<PinnedPreset>), Problem> {
+    if let Some(id) = &spec.dialect.builtin {
+        // `memory_provider` already refused unknown and reserved ids.
+        let view = memgate_presets::view(id).ok_or_else(|| {
+            Problem::new(Reason::InvalidSpec, format!("spec.dialect.builtin: unknown built-in dialect \"{id}\""))
+        })?;
+        return Ok((id.clone(), view, None));
+    }
+    let name = spec.dialect.preset_ref.as_deref().unwrap_or_default();
+    let Some(preset) = presets.get(name) else {
+        return Err(Problem::new(
+            Reason::DialectNotFound,
+            format!("spec.dialect.presetRef: DialectPreset \"{name}\" not found; create it or fix the name"),
+        ));
+    };
+    let not_accepted = |why: String| {
+        Problem::new(
+            Reason::DialectNotAccepted,
+            format!("spec.dialect.presetRef: DialectPreset \"{name}\" is invalid ({why}); fix the DialectPreset first"),
+        )
+    };
+    let preset_spec = preset.spec.as_ref().map_err(|e| not_accepted(format!("cannot be read: {e}")))?;
+    let found = dialect_preset(name, preset_spec);
+    if !found.is_empty() {
+        return Err(not_accepted(found.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ")));
+    }
+    let pinned = PinnedPreset { name: name.to_string(), uid: preset.uid.clone(), spec_hash: spec_hash(preset_spec) };
+    Ok((name.to_string(), DialectView { spec: preset_spec, can_write: false }, Some(pinned)))
+}
+
+/// SHA-256 of a spec's JSON, first 16 hex characters.
+pub fn spec_hash<T: serde::Serialize>(spec: &T) -> String {
+    let json = serde_json::to_vec(spec).unwrap_or_default();
+    let digest = Sha256::digest(&json);
+    digest.iter().take(8).map(|b| format!("{b:02x}")).collect()
+}
+
+fn secret_problem(namespace: &str, spec: &MemoryProviderSpec, secrets: &SecretVerdicts) -> Option<Problem> {
+    let mut worst: Option<Problem> = None;
+    for (field, secret_ref) in secret_refs(spec) {
+        let (name, key) = (&secret_ref.name, &secret_ref.key);
+        let at = format!("Secret \"{namespace}/{name}\"");
+        let problem = match secrets.get(&(name.clone(), key.clone())) {
+            Some(KeyVerdict::Usable) => continue,
+            Some(KeyVerdict::SecretNotFound) | None => Problem::new(
+                Reason::SecretNotFound,
+                format!("{field}.name: {at} not found; create it in this namespace"),
+            ),
+            Some(KeyVerdict::KeyMissing) => {
+                Problem::new(Reason::SecretKeyMissing, format!("{field}.key: {at} has no key \"{key}\""))
+            }
+            Some(KeyVerdict::Unusable(why)) => {
+                Problem::new(Reason::SecretValueInvalid, format!("{field}: {at} key \"{key}\": {why}"))
+            }
+        };
+        worst = Some(match worst {
+            None => problem,
+            Some(first) => Problem::new(first.reason, format!("{}; {}", first.message, problem.message)),
+        });
+    }
+    worst
+}
+
+fn claim_problem(spec: &MemoryProviderSpec, claims: &BTreeSet<String>) -> Option<Problem> {
+    let claim = spec.nexent.plugin_claim();
+    (spec.nexent.any() && !claims.contains(claim)).then(|| {
+        Problem::new(
+            Reason::PluginClaimNotFound,
+            format!(
+                "spec.nexent.pluginClaim: PersistentVolumeClaim \"{claim}\" not found in this namespace; create the claim Nexent mounts its plugins from, or turn spec.nexent off"
+            ),
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use kube::api::DynamicObject;
+    use serde_json::{Value, json};
+
+    use super::*;
+
+    fn entry(spec: Value) -> ProviderEntry {
+        let object: DynamicObject = serde_json::from_value(json!({
+            "apiVersion": "memgate.io/v1alpha1", "kind": "MemoryProvider",
+            "metadata": {"name": "repo-memory", "namespace": "agents", "generation": 1, "resourceVersion": "1"},
+            "spec": spec,
+        }))
+        .expect("object");
+        ProviderEntry::from_dynamic(&object).expect("named")
+    }
+
+    fn valid() -> Value {
+        json!({
+            "dialect": {"builtin": "mem0-oss-rest-2026-08"},
+            "endpoint": {"origin": "http://mem0.memory.svc:8888", "allowInsecureHttp": true},
+            "credentials": {"secretRef": {"name": "mem0-api", "key": "api-key"}},
+            "scope": {"userId": "repository-memory", "agentId": "qwen-code"},
+            "access": {"anonymous": true},
+        })
+    }
+
+    fn usable() -> SecretVerdicts {
+        [(("mem0-api".to_string(), "api-key".to_string()), KeyVerdict::Usable)].into_iter().collect()
+    }
+
+    fn judge(spec: Value, secrets: &SecretVerdicts) -> ProviderVerdict {
+        verdict(&entry(spec), &BTreeMap::new(), secrets, &BTreeSet::new())
+    }
+
+    #[test]
+    fn valid_provider_with_its_secret_is_served() {
+        let v = judge(valid(), &usable());
+        assert!(v.served(), "{v:?}");
+        assert_eq!(v.dialect.as_deref(), Some("mem0-oss-rest-2026-08"));
+    }
+
+    #[test]
+    fn scope_that_does_not_fit_the_dialect_is_invalid_spec_naming_the_field() {
+        let mut spec = valid();
+        spec["scope"]["appId"] = json!("unused");
+        let v = judge(spec, &usable());
+        let problem = v.accepted.clone().expect_err("refused");
+        assert_eq!(problem.reason, Reason::InvalidSpec);
+        assert!(problem.message.starts_with("spec.scope.appId:"), "{}", problem.message);
+        assert!(!v.served());
+    }
+
+    #[test]
+    fn missing_secret_key_and_unusable_value_have_their_own_reasons() {
+        let none = SecretVerdicts::new();
+        assert!(matches!(judge(valid(), &none).refs, Refs::Unresolved(Problem { reason: Reason::SecretNotFound, .. })));
+        let mut missing = usable();
+        missing.insert(("mem0-api".into(), "api-key".into()), KeyVerdict::KeyMissing);
+        let Refs::Unresolved(problem) = judge(valid(), &missing).refs else { panic!("unresolved") };
+        assert_eq!(problem.reason, Reason::SecretKeyMissing);
+        assert!(
+            problem.message.contains("spec.credentials.secretRef.key") && problem.message.contains("agents/mem0-api")
+        );
+        missing.insert(("mem0-api".into(), "api-key".into()), KeyVerdict::Unusable("the credential is blank".into()));
+        let Refs::Unresolved(problem) = judge(valid(), &missing).refs else { panic!("unresolved") };
+        assert_eq!(problem.reason, Reason::SecretValueInvalid);
+    }
+
+    #[test]
+    fn nexent_without_its_claim_is_not_served_but_mcp_only_needs_none() {
+        let mut spec = valid();
+        spec["nexent"] = json!({"search": true});
+        let v = judge(spec.clone(), &usable());
+        assert!(
+            matches!(&v.refs, Refs::Unresolved(p) if p.reason == Reason::PluginClaimNotFound && p.message.contains("nexent-memory-plugins"))
+        );
+        let claims: BTreeSet<String> = ["nexent-memory-plugins".to_string()].into();
+        assert!(verdict(&entry(spec), &BTreeMap::new(), &usable(), &claims).served());
+    }
+
+    #[test]
+    fn preset_reference_is_resolved_pinned_or_reported() {
+        let mut spec = valid();
+        spec["dialect"] = json!({"presetRef": "team-search"});
+        spec["scope"] = json!({"userId": "u"});
+        let v = judge(spec.clone(), &usable());
+        assert!(matches!(&v.refs, Refs::Unresolved(p) if p.reason == Reason::DialectNotFound));
+        let preset: DynamicObject = serde_json::from_value(json!({
+            "apiVersion": "memgate.io/v1alpha1", "kind": "DialectPreset",
+            "metadata": {"name": "team-search", "uid": "uid-1", "resourceVersion": "1"},
+            "spec": {"dialectVersion": 1, "auth": "x-api-key",
+                "search": {"method": "GET", "path": "/search", "queryLocation": "query", "userIdLocation": "query",
+                           "agentIdLocation": "omit", "appIdLocation": "omit", "limitField": "limit"},
+                "response": {"collection": "results", "idField": "id", "contentField": "memory", "titleField": "omit",
+                             "uriField": "omit", "scoreField": "score", "updatedAtField": "omit"}}}))
+        .expect("object");
+        let entry_of = PresetEntry::from_dynamic(&preset).expect("named");
+        let presets: BTreeMap<String, PresetEntry> = [("team-search".to_string(), entry_of.clone())].into();
+        let v = verdict(&entry(spec.clone()), &presets, &usable(), &BTreeSet::new());
+        assert!(v.served(), "{v:?}");
+        let pinned = v.preset.expect("pinned");
+        assert_eq!((pinned.uid.as_str(), pinned.spec_hash.len()), ("uid-1", 16));
+
+        let mut broken = entry_of;
+        if let Ok(s) = broken.spec.as_mut() {
+            s.search.path = "/a/../search".into();
+        }
+        let presets: BTreeMap<String, PresetEntry> = [("team-search".to_string(), broken)].into();
+        let v = verdict(&entry(spec), &presets, &usable(), &BTreeSet::new());
+        assert!(
+            matches!(&v.refs, Refs::Unresolved(p) if p.reason == Reason::DialectNotAccepted && p.message.contains("spec.search.path"))
+        );
+    }
+
+    #[test]
+    fn unreadable_object_is_invalid_and_never_served() {
+        let mut spec = valid();
+        spec["unknownField"] = json!(1);
+        let v = judge(spec, &usable());
+        assert!(matches!(&v.accepted, Err(p) if p.reason == Reason::InvalidSpec && p.message.contains("unknownField")));
+        assert_eq!(v.refs, Refs::NotChecked);
+        assert!(!v.served());
+    }
+
+    #[test]
+    fn disabled_provider_is_judged_but_not_served() {
+        let mut spec = valid();
+        spec["enabled"] = json!(false);
+        let v = judge(spec, &usable());
+        assert!(v.accepted.is_ok() && v.refs == Refs::Resolved && !v.served());
+    }
+
+    #[test]
+    fn wanted_secrets_gather_credentials_and_bearer_tokens() {
+        let mut spec = valid();
+        spec["access"] = json!({"bearerToken": {"secretRef": {"name": "callers", "key": "nexent"}}});
+        let entries = [entry(spec), entry(valid())];
+        let wanted = wanted_secrets(&entries);
+        assert_eq!(wanted.len(), 2);
+        assert!(wanted["callers"].contains("nexent") && wanted["mem0-api"].contains("api-key"));
+    }
+}
