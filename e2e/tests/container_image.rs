@@ -94,8 +94,7 @@ fn dockerfile_has_a_build_stage_running_the_release_script_and_a_distroless_runt
     let stages = stages(&dockerfile());
     let names: Vec<&str> = stages.iter().map(|(name, _, _)| name.as_str()).collect();
     assert_eq!(names, ["build", "runtime"], "stages");
-    let runs: Vec<&str> =
-        stages[0].2.iter().filter(|(k, _)| k == "RUN").map(|(_, args)| args.as_str()).collect();
+    let runs: Vec<&str> = stages[0].2.iter().filter(|(k, _)| k == "RUN").map(|(_, args)| args.as_str()).collect();
     assert_eq!(runs, ["./scripts/build-release.sh"], "the build stage runs exactly the release script");
     let script = std::fs::read_to_string(workspace_root().join("scripts/build-release.sh")).expect("release script");
     let cargo = script.lines().find(|l| l.trim_start().starts_with("cargo build")).expect("a cargo build line");
@@ -104,10 +103,7 @@ fn dockerfile_has_a_build_stage_running_the_release_script_and_a_distroless_runt
     }
     let runtime_base = &stages[1].1;
     assert!(runtime_base.starts_with("gcr.io/distroless/cc-debian12"), "runtime base {runtime_base}");
-    assert!(
-        !stages[1].2.iter().any(|(k, _)| k == "RUN"),
-        "the runtime stage has no shell, so it can run nothing"
-    );
+    assert!(!stages[1].2.iter().any(|(k, _)| k == "RUN"), "the runtime stage has no shell, so it can run nothing");
 }
 
 #[test]
