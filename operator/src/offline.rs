@@ -313,12 +313,30 @@ mod tests {
             "builtin-name-taken",
             "get-with-json-body",
             "bind-without-service-accounts",
+            "scope-whitespace",
         ] {
             let (expect, doc) = example(name);
             let fields: Vec<_> = schemas.cel(&doc, true).into_iter().map(|v| v.field).collect();
             let search_rule = expect.starts_with("spec.search") && fields.iter().any(|f| f == "spec.search");
             assert!(fields.contains(&expect) || search_rule, "{name}: CEL flagged {fields:?}, expected {expect}");
         }
+    }
+
+    /// The CEL whitespace rule matches the pure rule: every Unicode space the Mem0 server refuses,
+    /// for built-in dialects only.
+    #[test]
+    fn cel_refuses_scope_whitespace_for_builtin_dialects_only() {
+        let schemas = Schemas::new();
+        let (_, doc) = example("scope-whitespace");
+        for id in ["repo\u{3000}memory", "repo\u{a0}memory", " repo", "repo\u{2028}", "repo\u{85}x"] {
+            let mut doc = doc.clone();
+            doc["spec"]["scope"]["userId"] = Value::String(id.to_string());
+            let fields: Vec<_> = schemas.cel(&doc, true).into_iter().map(|v| v.field).collect();
+            assert!(fields.contains(&"spec.scope.userId".to_string()), "{id:?}: {fields:?}");
+        }
+        let mut custom = doc.clone();
+        custom["spec"]["dialect"] = serde_json::json!({"presetRef": "team-search-v1"});
+        assert!(schemas.cel(&custom, true).is_empty(), "{:?}", schemas.cel(&custom, true));
     }
 
     #[test]
