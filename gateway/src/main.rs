@@ -19,8 +19,9 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use clap::{Args, Parser, Subcommand};
+use memgate_crds::source_file::{DEFAULT_MAX_FILE_BYTES, DEFAULT_MAX_TOTAL_BYTES, ReadLimits};
 use memgate_gateway::auth::{Authenticator, TokenReviewer};
-use memgate_gateway::config::{ConfigHandle, load_dir, watch};
+use memgate_gateway::config::{ConfigHandle, load_dir, load_dir_with, watch};
 use memgate_gateway::engine::{Engine, EngineConfig};
 use memgate_gateway::ingest::{Ledger, MemoryLedger, RedisLedger};
 use memgate_gateway::server::{app, shutdown_signal};
@@ -93,6 +94,12 @@ struct ServeArgs {
     /// in-process (one replica). Prefer the environment variable when the URL holds a password.
     #[arg(long, env = "MEMGATE_INGEST_LEDGER", hide_env_values = true)]
     ledger: Option<String>,
+    /// Most bytes read from one config file (only regular files are read); larger refuses the config.
+    #[arg(long, default_value_t = DEFAULT_MAX_FILE_BYTES, value_parser = clap::value_parser!(u64).range(1..))]
+    config_max_file_bytes: u64,
+    /// Most bytes read from the config folder and its mounted Secrets together per load.
+    #[arg(long, default_value_t = DEFAULT_MAX_TOTAL_BYTES, value_parser = clap::value_parser!(u64).range(1..))]
+    config_max_total_bytes: u64,
 }
 
 #[tokio::main]
@@ -142,7 +149,9 @@ async fn dev_upstream(args: DevUpstreamArgs) -> Result<()> {
 }
 
 async fn serve(args: ServeArgs) -> Result<()> {
-    let snapshot = load_dir(&args.config)
+    let limits =
+        ReadLimits { max_file_bytes: args.config_max_file_bytes, max_total_bytes: args.config_max_total_bytes };
+    let snapshot = load_dir_with(&args.config, limits)
         .map_err(|err| anyhow::anyhow!("the config in {} cannot be served: {err}", args.config.display()))?;
     tracing::info!(providers = snapshot.providers.len(), disabled = snapshot.disabled.len(), "config loaded");
     let handle = Arc::new(ConfigHandle::new(snapshot));
@@ -161,7 +170,8 @@ async fn serve(args: ServeArgs) -> Result<()> {
         AppState::new(Arc::clone(&handle), engine, Authenticator::new(reviewer), settings).with_ledger(ledger),
     );
 
-    let watcher = tokio::spawn(watch(handle, args.config.clone(), Duration::from_millis(args.reload_interval_ms)));
+    let interval = Duration::from_millis(args.reload_interval_ms);
+    let watcher = tokio::spawn(watch(handle, args.config.clone(), interval, limits));
     let listener =
         tokio::net::TcpListener::bind(args.listen).await.with_context(|| format!("listening on {}", args.listen))?;
     let address = listener.local_addr().context("reading the bound address")?;
