@@ -24,6 +24,7 @@ use memgate_gateway::auth::{Authenticator, TokenReviewer};
 use memgate_gateway::config::{ConfigHandle, load_dir, load_dir_with, watch};
 use memgate_gateway::engine::{Engine, EngineConfig};
 use memgate_gateway::ingest::{Ledger, MemoryLedger, RedisLedger};
+use memgate_gateway::mcp::{McpHttpConfig, valid_origin_entry};
 use memgate_gateway::server::{app, shutdown_signal};
 use memgate_gateway::state::{AppState, DEFAULT_NEXENT_MAX_LIMIT, KillSwitches, Settings};
 use memgate_gateway::telemetry;
@@ -81,6 +82,10 @@ struct ServeArgs {
     /// `Host` header value accepted on `/mcp/*` (repeat for several); default: loopback names only.
     #[arg(long = "allowed-host")]
     allowed_hosts: Vec<String>,
+    /// `Origin` accepted on `/mcp/*` (`scheme://host[:port]`, repeat for several); default: none, so
+    /// any request carrying an `Origin` header (a browser) is refused with 403.
+    #[arg(long = "allowed-origin", value_parser = origin_entry)]
+    allowed_origins: Vec<String>,
     /// Kubeconfig used for TokenReview; default: the in-cluster config when running in a pod.
     #[arg(long)]
     kubeconfig: Option<PathBuf>,
@@ -176,7 +181,8 @@ async fn serve(args: ServeArgs) -> Result<()> {
         tokio::net::TcpListener::bind(args.listen).await.with_context(|| format!("listening on {}", args.listen))?;
     let address = listener.local_addr().context("reading the bound address")?;
     tracing::info!(address = %address, "listening");
-    axum::serve(listener, app(state, args.allowed_hosts))
+    let mcp_http = McpHttpConfig { allowed_hosts: args.allowed_hosts, allowed_origins: args.allowed_origins };
+    axum::serve(listener, app(state, mcp_http))
         .with_graceful_shutdown(shutdown_signal())
         .await
         .context("serving HTTP")?;
@@ -210,4 +216,13 @@ async fn kube_client(kubeconfig: Option<&Path>) -> Result<Option<kube::Client>> 
         }
     };
     Ok(Some(kube::Client::try_from(config).context("building the Kubernetes client")?))
+}
+
+/// Parse one `--allowed-origin` value.
+fn origin_entry(raw: &str) -> Result<String, String> {
+    if valid_origin_entry(raw) {
+        Ok(raw.trim().to_string())
+    } else {
+        Err("expected scheme://host[:port] (no path) or null".to_string())
+    }
 }

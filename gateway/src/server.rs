@@ -36,12 +36,12 @@ use crate::metrics::{OPENMETRICS_CONTENT_TYPE, Operation};
 use crate::nexent::{self, ApiError, json_response};
 use crate::state::{AppState, AuthorizedProvider};
 
-/// The whole gateway as one router. `allowed_hosts` are the `Host` values the MCP transport
-/// accepts (empty: loopback only, see [`mcp::transport_config`]).
-pub fn app(state: Arc<AppState>, allowed_hosts: Vec<String>) -> Router {
+/// The whole gateway as one router. `mcp_http` says which hosts and origins `/mcp/*` accepts
+/// (see [`mcp::McpHttpConfig`]).
+pub fn app(state: Arc<AppState>, mcp_http: mcp::McpHttpConfig) -> Router {
     let search: Arc<dyn mcp::ProviderSearch> = Arc::clone(&state) as Arc<dyn mcp::ProviderSearch>;
     let mcp_routes =
-        mcp::router(search, allowed_hosts).route_layer(middleware::from_fn_with_state(Arc::clone(&state), mcp_guard));
+        mcp::router_with(search, mcp_http).route_layer(middleware::from_fn_with_state(Arc::clone(&state), mcp_guard));
     let own = Router::new()
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
