@@ -23,7 +23,7 @@ use memgate_crds::source_file::{DEFAULT_MAX_FILE_BYTES, DEFAULT_MAX_TOTAL_BYTES,
 use memgate_gateway::auth::{Authenticator, TokenReviewer};
 use memgate_gateway::config::{ConfigHandle, load_dir, load_dir_with, watch};
 use memgate_gateway::engine::{Engine, EngineConfig};
-use memgate_gateway::ingest::{Ledger, MemoryLedger, RedisLedger};
+use memgate_gateway::ingest::{DEFAULT_MAX_ENTRIES, DEFAULT_RESULT_TTL, Ledger, MemoryLedger, RedisLedger};
 use memgate_gateway::mcp::{McpHttpConfig, valid_origin_entry};
 use memgate_gateway::server::{app, shutdown_signal};
 use memgate_gateway::state::{AppState, DEFAULT_NEXENT_MAX_LIMIT, KillSwitches, Settings};
@@ -99,6 +99,9 @@ struct ServeArgs {
     /// in-process (one replica). Prefer the environment variable when the URL holds a password.
     #[arg(long, env = "MEMGATE_INGEST_LEDGER", hide_env_values = true)]
     ledger: Option<String>,
+    /// In-process ledger: most records kept per provider (never evicting one inside the retry window).
+    #[arg(long, default_value_t = DEFAULT_MAX_ENTRIES as u64, value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
+    ledger_max_entries_per_provider: u64,
     /// Most bytes read from one config file (only regular files are read); larger refuses the config.
     #[arg(long, default_value_t = DEFAULT_MAX_FILE_BYTES, value_parser = clap::value_parser!(u64).range(1..))]
     config_max_file_bytes: u64,
@@ -168,7 +171,10 @@ async fn serve(args: ServeArgs) -> Result<()> {
     let settings = Settings { nexent_max_limit: args.nexent_max_limit, switches };
     let ledger: Arc<dyn Ledger> = match args.ledger.as_deref() {
         Some(url) => Arc::new(RedisLedger::new(url).map_err(|err| anyhow::anyhow!("--ledger: {err}"))?),
-        None => Arc::new(MemoryLedger::default()),
+        None => {
+            let per_provider = usize::try_from(args.ledger_max_entries_per_provider).unwrap_or(DEFAULT_MAX_ENTRIES);
+            Arc::new(MemoryLedger::new(DEFAULT_RESULT_TTL, per_provider))
+        }
     };
     tracing::info!(ledger = if args.ledger.is_some() { "redis" } else { "memory" }, "ingest ledger");
     let state = Arc::new(

@@ -58,8 +58,8 @@ use crate::config::Provider;
 use crate::engine::{AddUnit, Engine, EngineError, ErrorCode, Severity, Target, WriteOutcome};
 
 pub use ledger::{
-    Claim, ClaimPolicy, ClaimToken, DEFAULT_MAX_ENTRIES, DEFAULT_RESULT_TTL, Ledger, LedgerError, LedgerKey,
-    MemoryLedger, REASON_ABANDONED, REASON_UNREADABLE, Recorded,
+    Claim, ClaimPolicy, ClaimToken, DEFAULT_MAX_ENTRIES, DEFAULT_RESULT_TTL, DEFAULT_RETRY_WINDOW, Ledger, LedgerError,
+    LedgerKey, MemoryLedger, REASON_ABANDONED, REASON_UNREADABLE, Recorded,
 };
 pub use redis_ledger::{DEFAULT_COMMAND_TIMEOUT, KEY_PREFIX, RedisLedger};
 pub use wire::{IngestRequest, IngestResult, IngestStatus, IngestUnit, UnitIngestResult, UnitStatus};
@@ -107,6 +107,7 @@ impl IngestError {
     pub fn code(&self) -> ErrorCode {
         match self {
             IngestError::InvalidPayload(_) => ErrorCode::InvalidPayload,
+            IngestError::Ledger(LedgerError::Full { .. }) => ErrorCode::RateLimited,
             IngestError::NotWritable | IngestError::InProgress | IngestError::Ledger(_) => ErrorCode::ProviderError,
             IngestError::Upstream { error, .. } => error.code(),
         }
@@ -121,10 +122,12 @@ impl IngestError {
         }
     }
 
-    /// Nexent `retry_after_seconds`: an upstream 429's numeric `Retry-After`.
+    /// Nexent `retry_after_seconds`: an upstream 429's numeric `Retry-After`, or when the
+    /// provider's ledger share is full the seconds until its oldest entry leaves the retry window.
     pub fn retry_after_seconds(&self) -> Option<u64> {
         match self {
             IngestError::Upstream { error, .. } => error.retry_after_seconds(),
+            IngestError::Ledger(LedgerError::Full { retry_after_seconds }) => Some(*retry_after_seconds),
             _ => None,
         }
     }

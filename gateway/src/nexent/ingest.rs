@@ -11,6 +11,7 @@
 //! | body not a `MemoryIngestRequest`, or over a bound of [`crate::ingest::validate`] | 400 | `invalid_payload` | non_retryable |
 //! | the same unit is being written by another call | 409 | `provider_error` | retryable |
 //! | idempotency ledger unavailable | 503 | `provider_error` | retryable |
+//! | the provider's ledger share is full inside the retry window | 429 + `Retry-After` | `rate_limited` | retryable |
 //!
 //! Checks run in this order: provider (404), caller (401 / 403 / 503), ingest kill switch (503),
 //! body (413 / 400), then the ingest. The ingest runs in its own task, so a caller that goes away
@@ -26,7 +27,7 @@ use axum::response::Response;
 use super::admission::{Admitted, admit};
 use super::{ApiError, json_response};
 use crate::engine::Severity;
-use crate::ingest::{IngestError, IngestRequest};
+use crate::ingest::{IngestError, IngestRequest, LedgerError};
 use crate::metrics::Operation;
 use crate::state::AppState;
 
@@ -84,6 +85,16 @@ impl ApiError {
                 StatusCode::CONFLICT,
                 "Another request with the same idempotency key is still being written; retry later.",
             ),
+            IngestError::Ledger(LedgerError::Full { retry_after_seconds }) => {
+                let mut api = ApiError::new(
+                    StatusCode::TOO_MANY_REQUESTS,
+                    "rate_limited",
+                    Severity::Retryable,
+                    "The gateway's idempotency ledger is full for this provider; retry later.",
+                );
+                api.body.retry_after_seconds = Some(*retry_after_seconds);
+                api
+            }
             IngestError::Ledger(_) => {
                 retryable(StatusCode::SERVICE_UNAVAILABLE, "The gateway's idempotency ledger is unavailable.")
             }
@@ -126,7 +137,6 @@ mod tests {
 
     use super::*;
     use crate::engine::EngineError;
-    use crate::ingest::LedgerError;
 
     fn parsed(value: serde_json::Value) -> Option<IngestRequest> {
         parse(&Bytes::from(serde_json::to_vec(&value).expect("json")))
@@ -159,6 +169,7 @@ mod tests {
             (IngestError::NotWritable, 404, "provider_error", "non_retryable"),
             (IngestError::InProgress, 409, "provider_error", "retryable"),
             (IngestError::Ledger(LedgerError::Unavailable), 503, "provider_error", "retryable"),
+            (IngestError::Ledger(LedgerError::Full { retry_after_seconds: 9 }), 429, "rate_limited", "retryable"),
             (
                 IngestError::Upstream { error: EngineError::Unauthorized, accepted_before: 1 },
                 502,
