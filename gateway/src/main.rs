@@ -99,6 +99,10 @@ struct ServeArgs {
     /// in-process (one replica). Prefer the environment variable when the URL holds a password.
     #[arg(long, env = "MEMGATE_INGEST_LEDGER", hide_env_values = true)]
     ledger: Option<String>,
+    /// Deadline of one Nexent ingest call: no unit starts after it (each started unit still gets its
+    /// provider timeout); the rest fail the call with 504 `timeout`, retryable.
+    #[arg(long, default_value_t = 30_000, value_parser = clap::value_parser!(u64).range(100..=600_000))]
+    ingest_call_timeout_ms: u64,
     /// In-process ledger: most records kept per provider (never evicting one inside the retry window).
     #[arg(long, default_value_t = DEFAULT_MAX_ENTRIES as u64, value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
     ledger_max_entries_per_provider: u64,
@@ -168,7 +172,8 @@ async fn serve(args: ServeArgs) -> Result<()> {
     let reviewer = kube_client(args.kubeconfig.as_deref()).await?.map(TokenReviewer::new);
     let switches = KillSwitches::from_env();
     tracing::info!(search_enabled = switches.search, ingest_enabled = switches.ingest, "kill switches");
-    let settings = Settings { nexent_max_limit: args.nexent_max_limit, switches };
+    let ingest_call_timeout = Duration::from_millis(args.ingest_call_timeout_ms);
+    let settings = Settings { nexent_max_limit: args.nexent_max_limit, switches, ingest_call_timeout };
     let ledger: Arc<dyn Ledger> = match args.ledger.as_deref() {
         Some(url) => Arc::new(RedisLedger::new(url).map_err(|err| anyhow::anyhow!("--ledger: {err}"))?),
         None => {

@@ -17,7 +17,7 @@ use tracing::Instrument;
 use crate::auth::{Authenticator, Caller};
 use crate::config::{ConfigHandle, Provider};
 use crate::engine::{Engine, EngineError, Item, Target};
-use crate::ingest::{IngestError, IngestRequest, IngestResult, Ledger, MemoryLedger, UnitStatus};
+use crate::ingest::{CallControl, IngestError, IngestRequest, IngestResult, Ledger, MemoryLedger, UnitStatus};
 use crate::mcp::ProviderSearch;
 use crate::metrics::{Metrics, Operation, Outcome};
 use crate::telemetry;
@@ -69,11 +69,17 @@ pub struct Settings {
     pub nexent_max_limit: u32,
     /// Kill switches.
     pub switches: KillSwitches,
+    /// Deadline of one Nexent ingest call (see [`crate::ingest::CallControl`]).
+    pub ingest_call_timeout: Duration,
 }
 
 impl Default for Settings {
     fn default() -> Self {
-        Settings { nexent_max_limit: DEFAULT_NEXENT_MAX_LIMIT, switches: KillSwitches::default() }
+        Settings {
+            nexent_max_limit: DEFAULT_NEXENT_MAX_LIMIT,
+            switches: KillSwitches::default(),
+            ingest_call_timeout: crate::ingest::DEFAULT_CALL_TIMEOUT,
+        }
     }
 }
 
@@ -179,22 +185,32 @@ impl AppState {
     /// Write `request`'s units to `provider` on behalf of `caller` through [`crate::ingest`] and
     /// the ledger, recording metrics (the call and its units by status), the span and one log
     /// event. With `bindUserIdToSubject` a caller without a subject fails as
-    /// [`EngineError::InvalidRequest`] without any upstream request. Run it to completion (the
-    /// route spawns it): a dropped call leaves its current unit to lapse into degraded.
+    /// [`EngineError::InvalidRequest`] without any upstream request. `control` bounds the call as a
+    /// whole (deadline, caller gone: checked before each unit). Run it to completion (the route
+    /// spawns it and cancels through `control`): a dropped call leaves its current unit to lapse
+    /// into degraded.
     pub async fn ingest(
         &self,
         provider: &Provider,
         caller: &Caller,
         request: IngestRequest,
+        control: &CallControl,
     ) -> Result<IngestResult, IngestError> {
         let operation = Operation::NexentIngest;
         let span = telemetry::provider_span(operation, &provider.name);
         let mut record = Recording::start(&self.metrics, provider, operation, &span);
         let result = match target_for(provider, caller) {
             Some(target) => {
-                crate::ingest::ingest_with_target(&self.engine, provider, &target, self.ledger.0.as_ref(), request)
-                    .instrument(span.clone())
-                    .await
+                crate::ingest::ingest_controlled(
+                    &self.engine,
+                    provider,
+                    &target,
+                    self.ledger.0.as_ref(),
+                    request,
+                    control,
+                )
+                .instrument(span.clone())
+                .await
             }
             None => Err(IngestError::Upstream { error: EngineError::InvalidRequest, accepted_before: 0 }),
         };
@@ -212,6 +228,7 @@ impl AppState {
                 span.record("memory.unit.rejected_count", outcome.rejected_count);
                 record.finish(Outcome::Ok(outcome.accepted_count));
             }
+            Err(IngestError::Cancelled { .. }) => record.finish(Outcome::Cancelled),
             Err(err) => record.finish(Outcome::Error(err.code().as_str())),
         }
         result
