@@ -24,8 +24,9 @@ use memgate_gateway::auth::{Authenticator, TokenReviewer};
 use memgate_gateway::config::{ConfigHandle, load_dir, load_dir_with, watch};
 use memgate_gateway::engine::{Engine, EngineConfig};
 use memgate_gateway::ingest::{DEFAULT_MAX_ENTRIES, DEFAULT_RESULT_TTL, Ledger, MemoryLedger, RedisLedger};
+use memgate_gateway::listener::{Listener, ListenerLimits, effective_max_connections, limits, open_file_limit};
 use memgate_gateway::mcp::{McpHttpConfig, valid_origin_entry};
-use memgate_gateway::server::{app, shutdown_signal};
+use memgate_gateway::server::{admin_app, app, shutdown_signal};
 use memgate_gateway::state::{AppState, DEFAULT_NEXENT_MAX_LIMIT, KillSwitches, Settings};
 use memgate_gateway::telemetry;
 
@@ -39,7 +40,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Serve the providers of a config folder, reloading it when files change.
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
     /// Run a small in-memory server speaking the self-hosted Mem0 REST routes, for trying memgate
     /// and for tests. Not for production: nothing is persisted and scoring is lexical.
     DevUpstream(DevUpstreamArgs),
@@ -112,6 +113,67 @@ struct ServeArgs {
     /// Most bytes read from the config folder and its mounted Secrets together per load.
     #[arg(long, default_value_t = DEFAULT_MAX_TOTAL_BYTES, value_parser = clap::value_parser!(u64).range(1..))]
     config_max_total_bytes: u64,
+    #[command(flatten)]
+    listener: ListenerArgs,
+}
+
+/// The bounds of the listeners (see the README's "Connections and limits").
+#[derive(Args)]
+struct ListenerArgs {
+    /// Also serve `/healthz`, `/readyz` and `/metrics` on this address, with its own small connection
+    /// cap, so probes and scrapes keep working while the data port is saturated.
+    #[arg(long)]
+    admin_listen: Option<SocketAddr>,
+    /// Most open connections on the data port (lowered to keep 256 file descriptors free); more get
+    /// a short 503 and are closed.
+    #[arg(long, default_value_t = limits::DEFAULT_MAX_CONNECTIONS, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1_000_000))]
+    max_connections: usize,
+    /// Most requests served at once on the data port; more are answered 503 at once.
+    #[arg(long, default_value_t = limits::DEFAULT_MAX_IN_FLIGHT, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=100_000))]
+    max_in_flight: usize,
+    /// A complete request head must arrive within this after connecting (any protocol) or after the
+    /// previous HTTP/1 response.
+    #[arg(long, default_value_t = millis(limits::DEFAULT_HEADER_READ_TIMEOUT), value_parser = clap::value_parser!(u64).range(100..=600_000))]
+    header_read_timeout_ms: u64,
+    /// A connection with no request in flight is closed after this (HTTP/2 keep-alive).
+    #[arg(long, default_value_t = millis(limits::DEFAULT_IDLE_TIMEOUT), value_parser = clap::value_parser!(u64).range(100..=3_600_000))]
+    idle_timeout_ms: u64,
+    /// A request body must arrive whole within this of its head (408 otherwise).
+    #[arg(long, default_value_t = millis(limits::DEFAULT_BODY_READ_TIMEOUT), value_parser = clap::value_parser!(u64).range(100..=600_000))]
+    body_read_timeout_ms: u64,
+    /// A response must be sent within this of its head being ready, else the connection is dropped.
+    #[arg(long, default_value_t = millis(limits::DEFAULT_WRITE_TIMEOUT), value_parser = clap::value_parser!(u64).range(100..=600_000))]
+    write_timeout_ms: u64,
+    /// Most bytes of request head per connection (HTTP/1 buffer, HTTP/2 header list).
+    #[arg(long, default_value_t = limits::DEFAULT_MAX_HEADER_BYTES, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(8192..=1_048_576))]
+    max_header_bytes: usize,
+    /// Most concurrent HTTP/2 streams per connection.
+    #[arg(long, default_value_t = limits::DEFAULT_H2_MAX_STREAMS, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    h2_max_streams: u32,
+    /// After a shutdown signal, how long in-flight requests get to finish.
+    #[arg(long, default_value_t = millis(limits::DEFAULT_SHUTDOWN_TIMEOUT), value_parser = clap::value_parser!(u64).range(0..=600_000))]
+    shutdown_timeout_ms: u64,
+}
+
+impl ListenerArgs {
+    /// The data port's limits, its connection cap lowered to the open-file limit.
+    fn limits(&self) -> ListenerLimits {
+        ListenerLimits {
+            max_connections: effective_max_connections(self.max_connections, open_file_limit()),
+            max_in_flight: self.max_in_flight,
+            header_read_timeout: Duration::from_millis(self.header_read_timeout_ms),
+            idle_timeout: Duration::from_millis(self.idle_timeout_ms),
+            body_read_timeout: Duration::from_millis(self.body_read_timeout_ms),
+            write_timeout: Duration::from_millis(self.write_timeout_ms),
+            max_header_bytes: self.max_header_bytes,
+            h2_max_streams: self.h2_max_streams,
+        }
+    }
+}
+
+/// `duration` in whole milliseconds (for flag defaults).
+const fn millis(duration: Duration) -> u64 {
+    duration.as_secs() * 1000 + duration.subsec_millis() as u64
 }
 
 #[tokio::main]
@@ -119,7 +181,7 @@ async fn main() -> Result<()> {
     let cli = Cli::parse();
     telemetry::init();
     match cli.command {
-        Command::Serve(args) => serve(args).await,
+        Command::Serve(args) => serve(*args).await,
         Command::DevUpstream(args) => dev_upstream(args).await,
         Command::WriteNexentPlugins(args) => write_nexent_plugins(args),
     }
@@ -188,18 +250,51 @@ async fn serve(args: ServeArgs) -> Result<()> {
 
     let interval = Duration::from_millis(args.reload_interval_ms);
     let watcher = tokio::spawn(watch(handle, args.config.clone(), interval, limits));
-    let listener =
-        tokio::net::TcpListener::bind(args.listen).await.with_context(|| format!("listening on {}", args.listen))?;
-    let address = listener.local_addr().context("reading the bound address")?;
-    tracing::info!(address = %address, "listening");
+    let bounds = args.listener.limits();
+    if bounds.max_connections < args.listener.max_connections {
+        tracing::warn!(
+            max_connections = bounds.max_connections,
+            "--max-connections lowered to keep file descriptors free under the open-file limit"
+        );
+    }
+    let drain = Duration::from_millis(args.listener.shutdown_timeout_ms);
+    let admin = match args.listener.admin_listen {
+        Some(address) => {
+            let socket = bind(address).await?;
+            tracing::info!(address = %socket.local_addr().context("reading the bound address")?, "admin listening");
+            Some(Listener::new("admin", socket, admin_app(Arc::clone(&state)), bounds.admin()))
+        }
+        None => None,
+    };
+    let socket = bind(args.listen).await?;
+    let address = socket.local_addr().context("reading the bound address")?;
+    tracing::info!(
+        address = %address,
+        max_connections = bounds.max_connections,
+        max_in_flight = bounds.max_in_flight,
+        "listening"
+    );
     let mcp_http = McpHttpConfig { allowed_hosts: args.allowed_hosts, allowed_origins: args.allowed_origins };
-    axum::serve(listener, app(state, mcp_http))
-        .with_graceful_shutdown(shutdown_signal())
-        .await
-        .context("serving HTTP")?;
+    let data = Listener::new("data", socket, app(state, mcp_http), bounds);
+
+    let (stop, stopping) = tokio::sync::watch::channel(false);
+    tokio::spawn(async move {
+        shutdown_signal().await;
+        let _ = stop.send(true);
+    });
+    let serve_admin = async {
+        if let Some(admin) = admin {
+            admin.run(stopping.clone(), drain).await;
+        }
+    };
+    tokio::join!(data.run(stopping.clone(), drain), serve_admin);
     watcher.abort();
     tracing::info!("stopped");
     Ok(())
+}
+
+async fn bind(address: SocketAddr) -> Result<tokio::net::TcpListener> {
+    tokio::net::TcpListener::bind(address).await.with_context(|| format!("listening on {address}"))
 }
 
 /// The client for TokenReview: from `--kubeconfig` (which must work), else in-cluster when in a pod

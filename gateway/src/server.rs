@@ -1,4 +1,5 @@
-//! The HTTP server: every route of the gateway in one axum [`Router`], and graceful shutdown.
+//! The HTTP routes: every route of the gateway in one axum [`Router`], the admin port's routes, and
+//! the shutdown signal. Sockets, limits and draining are [`crate::listener`]'s.
 //!
 //! | route | what |
 //! |---|---|
@@ -8,6 +9,10 @@
 //! | `GET /healthz` | 200 while the process serves HTTP |
 //! | `GET /readyz` | 200 with `{"ready":true,"providers":N,"generation":G,"lastReloadError":null\|"..."}` |
 //! | `GET /metrics` | OpenMetrics text ([`crate::metrics`]) |
+//!
+//! The last three are also the whole of [`admin_app`], served on the admin port when one is
+//! configured; on the data port they stay for compatibility and for load balancers that check the
+//! data path itself (they answer from memory and hold nothing a tenant could not already learn).
 //!
 //! `/readyz` is 200 whenever a config is loaded, which is always true once the server listens (the
 //! binary refuses to start without a valid config). When the newest config on disk was refused,
@@ -49,6 +54,17 @@ pub fn app(state: Arc<AppState>, mcp_http: mcp::McpHttpConfig) -> Router {
         .merge(nexent::router())
         .with_state(state);
     own.merge(mcp_routes)
+}
+
+/// The admin port's routes: `/healthz`, `/readyz` and `/metrics` only, the same handlers as on the
+/// data port. Served by their own listener (`--admin-listen`), so probes and scrapes keep working
+/// while tenants saturate the data port.
+pub fn admin_app(state: Arc<AppState>) -> Router {
+    Router::new()
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
+        .route("/metrics", get(metrics))
+        .with_state(state)
 }
 
 /// Access control and the kill switch in front of `/mcp/{provider}`; puts the [`Caller`] and the
