@@ -7,6 +7,7 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
+use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use super::limits::ListenerLimits;
@@ -34,13 +35,20 @@ struct State {
 #[derive(Debug)]
 pub struct Activity {
     state: Mutex<State>,
+    /// Woken on every change, so the watchdog recomputes its timer.
+    changed: Notify,
 }
 
 impl Activity {
     /// A fresh connection accepted at `now`.
     pub fn new(now: Instant) -> Arc<Activity> {
         let state = State { in_flight: 0, started: 0, idle_since: now, responding: BTreeMap::new() };
-        Arc::new(Activity { state: Mutex::new(state) })
+        Arc::new(Activity { state: Mutex::new(state), changed: Notify::new() })
+    }
+
+    /// Resolves after the next change of this connection's activity.
+    pub async fn changed(&self) {
+        self.changed.notified().await;
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
@@ -54,6 +62,8 @@ impl Activity {
         state.in_flight += 1;
         let id = state.started;
         state.started += 1;
+        drop(state);
+        self.changed.notify_one();
         InFlight { activity: Arc::clone(self), id }
     }
 
@@ -81,6 +91,7 @@ impl InFlight {
     /// The response head is ready: the write timeout runs from now.
     pub fn responding(&self) {
         self.activity.lock().responding.insert(self.id, Instant::now());
+        self.activity.changed.notify_one();
     }
 }
 
@@ -92,6 +103,8 @@ impl Drop for InFlight {
         if state.in_flight == 0 {
             state.idle_since = Instant::now();
         }
+        drop(state);
+        self.activity.changed.notify_one();
     }
 }
 

@@ -9,7 +9,8 @@
 //! preface, would be held forever; and HTTP/2 has no idle timeout. The watchdog ([`watch`])
 //! therefore closes a connection that has had no request in flight for the header-read timeout
 //! (before its first request) or the idle timeout (after one), and drops one whose response has
-//! waited for the write timeout (a reader that never reads).
+//! waited for the write timeout (a reader that never reads), resetting it so the kernel drops the
+//! unsent answer too.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -25,6 +26,7 @@ use tokio::time::Instant;
 use super::activity::{Activity, Expiry};
 use super::limits::{H2_CONNECTION_WINDOW, H2_MAX_SEND_BUFFER, H2_STREAM_WINDOW, ListenerLimits};
 use super::request::{self, Shared};
+use super::stream;
 
 /// How long a connection closed gracefully for idleness may take to finish before it is dropped.
 const CLOSE_GRACE: Duration = Duration::from_secs(1);
@@ -75,6 +77,7 @@ pub async fn watch(
     let service = service_fn(move |request: hyper::Request<Incoming>| {
         request::serve(Arc::clone(&shared), Arc::clone(&requests), request)
     });
+    let (stream, resetter) = stream::share(stream);
     let connection = builder.serve_connection(TokioIo::new(stream), service).into_owned();
     tokio::pin!(connection);
     loop {
@@ -88,6 +91,7 @@ pub async fn watch(
                     return;
                 }
             }
+            () = activity.changed() => {}
             () = tokio::time::sleep_until(at) => {
                 // Look again: a request may have started or ended while sleeping.
                 let due = activity.expiry(&limits).filter(|(at, _)| *at <= Instant::now()).map(|(_, e)| e);
@@ -98,7 +102,8 @@ pub async fn watch(
                         return;
                     }
                     Some(Expiry::WriteStalled) => {
-                        tracing::debug!("connection dropped: a response was not read within the write timeout");
+                        tracing::debug!("connection reset: a response was not read within the write timeout");
+                        resetter.reset_on_close();
                         return;
                     }
                     None => {}

@@ -12,7 +12,7 @@
 //! | request head size: [`ListenerLimits::max_header_bytes`], 100 HTTP/1 fields | `431` (HTTP/1) / stream reset (HTTP/2) |
 //! | body: [`ListenerLimits::body_read_timeout`] from the head, at most 1 MiB | `408` / `413`, connection closed |
 //! | no request in flight for [`ListenerLimits::idle_timeout`] | connection closed gracefully (HTTP/2 `GOAWAY`) |
-//! | a response not sent within [`ListenerLimits::write_timeout`] of its head | connection dropped |
+//! | a response not sent within [`ListenerLimits::write_timeout`] of its head | connection reset (the unsent answer is discarded, also from kernel buffers) |
 //! | HTTP/2: [`ListenerLimits::h2_max_streams`] streams, 256 KiB stream / 1 MiB connection windows, 256 KiB send buffer per stream | flow control / `REFUSED_STREAM` |
 //!
 //! Shutdown: when the shutdown signal turns true the listener stops accepting, every connection is
@@ -23,6 +23,7 @@ mod activity;
 mod connection;
 pub mod limits;
 mod request;
+mod stream;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -95,8 +95,8 @@ fn finish(response: Response<Body>, guard: InFlight, permit: Option<OwnedSemapho
     response.map(|inner| TrackedBody { inner, held: Some((guard, permit)) })
 }
 
-/// A response body that keeps its request in flight (and its in-flight permit) until the last frame
-/// has been taken by the connection, or the body is dropped.
+/// A response body that keeps its request in flight (and its in-flight permit) until the connection
+/// has written all but its buffer's worth of it, or the body is dropped.
 pub struct TrackedBody {
     inner: Body,
     held: Option<(InFlight, Option<OwnedSemaphorePermit>)>,
@@ -114,8 +114,12 @@ impl HttpBody for TrackedBody {
         Poll::Ready(frame)
     }
 
+    /// Never "ended" before the final `None` has been polled: hyper drops a body it knows to be at
+    /// its end right after queueing the last frame, which would end the tracking before the
+    /// response was written. This way hyper polls once more, and only when it can buffer again
+    /// (HTTP/1: less than the buffer size left unwritten), so the write timeout covers the write.
     fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
+        self.held.is_none() && self.inner.is_end_stream()
     }
 
     fn size_hint(&self) -> SizeHint {
