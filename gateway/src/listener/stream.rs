@@ -33,7 +33,8 @@ impl Resetter {
     /// Make the socket's close a reset, discarding anything still queued to send. The socket
     /// closes when the last holder (hyper's connection, this resetter) is dropped.
     pub fn reset_on_close(self) {
-        let _ = self.0.set_linger(Some(Duration::ZERO));
+        // Linger 0 resets at once: the drop never blocks (tokio deprecates only waiting lingers).
+        let _ = socket2::SockRef::from(self.0.as_ref()).set_linger(Some(Duration::ZERO));
     }
 }
 
