@@ -1,8 +1,14 @@
 //! `memgate-gateway`: serves a config folder of memory providers over MCP and the Nexent API.
 //!
 //! ```text
-//! memgate-gateway serve --config DIR [--listen ADDR] [--allowed-host H ...] [--kubeconfig PATH]
-//!                       [--reload-interval-ms N] [--nexent-max-limit N] [--ledger redis://HOST:PORT]
+//! memgate-gateway serve --config DIR [--listen ADDR] [--admin-listen ADDR] [--allowed-host H ...]
+//!                       [--allowed-origin ORIGIN ...] [--kubeconfig PATH] [--reload-interval-ms N]
+//!                       [--nexent-max-limit N] [--ledger redis://HOST:PORT]
+//!                       [--ledger-max-entries-per-provider N] [--ingest-call-timeout-ms N]
+//!                       [--config-max-file-bytes N] [--config-max-total-bytes N]
+//!                       [--max-connections N] [--max-in-flight N] [--header-read-timeout-ms N]
+//!                       [--idle-timeout-ms N] [--body-read-timeout-ms N] [--write-timeout-ms N]
+//!                       [--max-header-bytes N] [--h2-max-streams N] [--shutdown-timeout-ms N]
 //! memgate-gateway write-nexent-plugins --config DIR --dest DIR --gateway-url URL
 //! memgate-gateway dev-upstream --listen ADDR --api-key KEY     (development aid, not for production)
 //! ```

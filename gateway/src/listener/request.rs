@@ -41,21 +41,21 @@ pub async fn serve(
 ) -> Result<Response<TrackedBody>, Infallible> {
     let guard = activity.start();
     let Ok(permit) = Arc::clone(&shared.in_flight).try_acquire_owned() else {
-        return Ok(finish(refusal(StatusCode::SERVICE_UNAVAILABLE, BUSY, true), guard, None));
+        return Ok(finish(refusal(StatusCode::SERVICE_UNAVAILABLE, BUSY), guard, None));
     };
     let (parts, body) = request.into_parts();
     let declared = parts.headers.get(CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
     if declared.is_some_and(|length| length > MAX_BODY_BYTES as u64) {
-        return Ok(finish(refusal(StatusCode::PAYLOAD_TOO_LARGE, TOO_LARGE, false), guard, Some(permit)));
+        return Ok(finish(refusal(StatusCode::PAYLOAD_TOO_LARGE, TOO_LARGE), guard, Some(permit)));
     }
     let read = tokio::time::timeout(shared.limits.body_read_timeout, Limited::new(body, MAX_BODY_BYTES).collect());
     let bytes = match read.await {
         Ok(Ok(collected)) => collected.to_bytes(),
         Ok(Err(err)) if err.downcast_ref::<http_body_util::LengthLimitError>().is_some() => {
-            return Ok(finish(refusal(StatusCode::PAYLOAD_TOO_LARGE, TOO_LARGE, false), guard, Some(permit)));
+            return Ok(finish(refusal(StatusCode::PAYLOAD_TOO_LARGE, TOO_LARGE), guard, Some(permit)));
         }
-        Ok(Err(_)) => return Ok(finish(refusal(StatusCode::BAD_REQUEST, BROKEN, false), guard, Some(permit))),
-        Err(_) => return Ok(finish(refusal(StatusCode::REQUEST_TIMEOUT, SLOW_BODY, false), guard, Some(permit))),
+        Ok(Err(_)) => return Ok(finish(refusal(StatusCode::BAD_REQUEST, BROKEN), guard, Some(permit))),
+        Err(_) => return Ok(finish(refusal(StatusCode::REQUEST_TIMEOUT, SLOW_BODY), guard, Some(permit))),
     };
     let request = Request::from_parts(parts, Body::from(bytes));
     let response = match shared.router.clone().oneshot(request).await {
@@ -71,10 +71,15 @@ const BROKEN: &str = "The request body could not be read.";
 const SLOW_BODY: &str = "The request body did not arrive in time.";
 
 /// A refusal in the gateway's error JSON (`{code, severity, message, retry_after_seconds}`); the
-/// connection is closed after it (the rest of the body is not read).
-fn refusal(status: StatusCode, message: &'static str, retry: bool) -> Response<Body> {
-    let (code, severity) = if retry { ("provider_error", "retryable") } else { ("invalid_payload", "non_retryable") };
-    let retry_after = retry.then_some(1);
+/// connection is closed after it (the rest of the body is not read). 503 asks to retry after a
+/// second, 408 is a retryable `timeout`, the others are non-retryable `invalid_payload`.
+fn refusal(status: StatusCode, message: &'static str) -> Response<Body> {
+    let (code, severity, retry_after) = match status {
+        StatusCode::SERVICE_UNAVAILABLE => ("provider_error", "retryable", Some(1)),
+        StatusCode::REQUEST_TIMEOUT => ("timeout", "retryable", None),
+        _ => ("invalid_payload", "non_retryable", None),
+    };
+    let retry = retry_after.is_some();
     let body = serde_json::json!({
         "code": code, "severity": severity, "message": message, "retry_after_seconds": retry_after,
     });
@@ -124,5 +129,26 @@ impl HttpBody for TrackedBody {
 
     fn size_hint(&self) -> SizeHint {
         self.inner.size_hint()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn refusals_carry_the_error_json_and_close_the_connection() {
+        for (status, code, severity, retry_after) in [
+            (StatusCode::SERVICE_UNAVAILABLE, "provider_error", "retryable", Some("1")),
+            (StatusCode::REQUEST_TIMEOUT, "timeout", "retryable", None),
+            (StatusCode::PAYLOAD_TOO_LARGE, "invalid_payload", "non_retryable", None),
+        ] {
+            let response = refusal(status, "m");
+            assert_eq!(response.headers().get(CONNECTION).and_then(|v| v.to_str().ok()), Some("close"));
+            assert_eq!(response.headers().get(RETRY_AFTER).and_then(|v| v.to_str().ok()), retry_after);
+            let body = futures::executor::block_on(response.into_body().collect()).expect("body").to_bytes();
+            let json: serde_json::Value = serde_json::from_slice(&body).expect("json");
+            assert_eq!((json["code"].as_str(), json["severity"].as_str()), (Some(code), Some(severity)), "{status}");
+        }
     }
 }
