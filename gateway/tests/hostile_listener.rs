@@ -104,6 +104,21 @@ async fn silent_half_sent_and_slow_heads_are_closed_by_the_header_read_timeout()
     assert_eq!(health.status(), 200);
 }
 
+/// A request head larger than `--max-header-bytes` is refused (431) and the connection closed,
+/// instead of growing the connection's buffer.
+#[tokio::test]
+async fn an_oversized_request_head_is_refused() {
+    let (gateway, _dir, _logs) = gateway_for("http://127.0.0.1:9", &["--max-header-bytes", "16384"]).await;
+    let mut stream = connect(&gateway);
+    let started = Instant::now();
+    let head = format!("GET /healthz HTTP/1.1\r\nhost: localhost\r\nx-pad: {}\r\n\r\n", "a".repeat(64 * 1024));
+    let _ = stream.write_all(head.as_bytes());
+    let (received, took) = read_until_closed(&mut stream, started);
+    let text = String::from_utf8_lossy(&received);
+    assert!(text.starts_with("HTTP/1.1 431"), "{text}");
+    assert!(took < CEILING, "{took:?}");
+}
+
 /// A body trickled at a byte every 200 ms (Content-Length 100000) ends with 408 (before: still
 /// open after 45 s at 1 byte/s).
 #[tokio::test]

@@ -231,3 +231,26 @@ async fn a_scope_id_with_whitespace_refuses_the_config() {
     assert!(!status.success());
     assert!(log.contains("spec.scope.userId") && log.contains("whitespace"), "{log}");
 }
+
+/// A config folder holding `evil.yaml -> /dev/zero` or a FIFO named `*.yaml` refuses the config at
+/// once, naming the file, instead of reading forever or blocking.
+#[cfg(unix)]
+#[tokio::test]
+async fn a_device_or_fifo_in_the_config_folder_refuses_the_config_at_once() {
+    for (name, make) in [("evil.yaml", "symlink"), ("pipe.yaml", "fifo")] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let provider = ProviderYaml::new("repo-memory", "http://127.0.0.1:9");
+        std::fs::write(dir.path().join("gateway.yaml"), format!("{}---\n{}", upstream_secret(), provider.yaml()))
+            .expect("write");
+        let path = dir.path().join(name);
+        if make == "symlink" {
+            std::os::unix::fs::symlink("/dev/zero", &path).expect("symlink");
+        } else {
+            assert!(std::process::Command::new("mkfifo").arg(&path).status().expect("mkfifo").success());
+        }
+        let logs = tempfile::tempdir().expect("tempdir");
+        let (status, log) = Gateway::run_to_exit(dir.path(), logs.path()).await;
+        assert!(!status.success());
+        assert!(log.contains(name) && log.contains("not a regular file"), "{log}");
+    }
+}
