@@ -67,6 +67,12 @@ impl Activity {
         InFlight { activity: Arc::clone(self), id }
     }
 
+    /// Since when the connection has had no request in flight; `None` while it has one.
+    pub fn idle_since(&self) -> Option<Instant> {
+        let state = self.lock();
+        (state.in_flight == 0).then_some(state.idle_since)
+    }
+
     /// When the connection's next timer runs out and why; `None` for "look again after the write
     /// timeout" (requests are being handled, no response is waiting).
     pub fn expiry(&self, limits: &ListenerLimits) -> Option<(Instant, Expiry)> {

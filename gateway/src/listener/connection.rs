@@ -22,6 +22,7 @@ use hyper_util::server::conn::auto::Builder;
 use tokio::net::TcpStream;
 use tokio::sync::watch;
 use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
 
 use super::activity::{Activity, Expiry};
 use super::limits::{H2_CONNECTION_WINDOW, H2_MAX_SEND_BUFFER, H2_STREAM_WINDOW, ListenerLimits};
@@ -63,16 +64,18 @@ pub fn builder(limits: &ListenerLimits) -> Builder<TokioExecutor> {
     builder
 }
 
-/// Serve `stream` until it ends, its timers run out, or `shutdown` turns true (then in-flight
-/// requests finish and the connection closes gracefully).
+/// Serve `stream` (whose activity `activity` records) until it ends, its timers run out, or
+/// `shutdown` turns true or `evicted` is cancelled (then in-flight requests finish and the
+/// connection closes gracefully).
 pub async fn watch(
     stream: TcpStream,
     builder: Arc<Builder<TokioExecutor>>,
     shared: Arc<Shared>,
+    activity: Arc<Activity>,
+    evicted: CancellationToken,
     mut shutdown: watch::Receiver<bool>,
 ) {
     let limits = shared.limits;
-    let activity = Activity::new(Instant::now());
     let requests = Arc::clone(&activity);
     let service = service_fn(move |request: hyper::Request<Incoming>| {
         request::serve(Arc::clone(&shared), Arc::clone(&requests), request)
@@ -92,6 +95,13 @@ pub async fn watch(
                 }
             }
             () = activity.changed() => {}
+            () = evicted.cancelled() => {
+                // Idle, and its slot went to a new connection: close now (gracefully, should a
+                // request have started meanwhile).
+                connection.as_mut().graceful_shutdown();
+                let _ = tokio::time::timeout(CLOSE_GRACE, connection.as_mut()).await;
+                return;
+            }
             () = tokio::time::sleep_until(at) => {
                 // Look again: a request may have started or ended while sleeping.
                 let due = activity.expiry(&limits).filter(|(at, _)| *at <= Instant::now()).map(|(_, e)| e);

@@ -6,7 +6,7 @@
 //!
 //! | limit | when exceeded |
 //! |---|---|
-//! | open connections ([`ListenerLimits::max_connections`], lowered to keep [`limits::RESERVED_FILES`] descriptors free) | the new connection gets a short `503` (HTTP/1, `Connection: close`, `Retry-After: 1`) and is closed |
+//! | open connections ([`ListenerLimits::max_connections`], lowered to keep [`limits::RESERVED_FILES`] descriptors free) | the connection idle longest (no request in flight) is closed to make room ([`slots`]); when every connection has a request in flight, the new one gets a short `503` (HTTP/1, `Connection: close`, `Retry-After: 1`) and is closed |
 //! | requests in flight ([`ListenerLimits::max_in_flight`]) | `503` `provider_error` retryable, `Retry-After: 1` |
 //! | request head: [`ListenerLimits::header_read_timeout`] from connecting (any protocol) or from the previous HTTP/1 response | connection closed |
 //! | request head size: [`ListenerLimits::max_header_bytes`], 100 HTTP/1 fields | `431` (HTTP/1) / stream reset (HTTP/2) |
@@ -23,6 +23,7 @@ mod activity;
 mod connection;
 pub mod limits;
 mod request;
+mod slots;
 mod stream;
 
 use std::sync::Arc;
@@ -31,9 +32,13 @@ use std::time::Duration;
 use axum::Router;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Semaphore, mpsc, watch};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
 
+use activity::Activity;
 pub use limits::{ListenerLimits, effective_max_connections, open_file_limit};
 use request::Shared;
+use slots::Slots;
 
 /// Pause after a failed `accept` (e.g. out of file descriptors) before trying again.
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);
@@ -73,7 +78,7 @@ impl Listener {
         let builder = Arc::new(connection::builder(&limits));
         let shared =
             Arc::new(Shared { router, in_flight: Arc::new(Semaphore::new(limits.max_in_flight.max(1))), limits });
-        let slots = Arc::new(Semaphore::new(limits.max_connections.max(1)));
+        let slots = Slots::new(limits.max_connections);
         let over_capacity = over_capacity_response();
         // Every connection task holds a clone; when all are gone, `recv` returns `None`.
         let (alive, mut all_closed) = mpsc::channel::<()>(1);
@@ -95,7 +100,9 @@ impl Listener {
                     continue;
                 }
             };
-            let Ok(slot) = Arc::clone(&slots).try_acquire_owned() else {
+            let activity = Activity::new(Instant::now());
+            let evicted = CancellationToken::new();
+            let Some(slot) = slots.take(Arc::clone(&activity), evicted.clone()) else {
                 refuse_over_capacity(&stream, &over_capacity);
                 continue;
             };
@@ -103,7 +110,7 @@ impl Listener {
             let (builder, shared, shutdown, alive) =
                 (Arc::clone(&builder), Arc::clone(&shared), shutdown.clone(), alive.clone());
             tokio::spawn(async move {
-                connection::watch(stream, builder, shared, shutdown).await;
+                connection::watch(stream, builder, shared, activity, evicted, shutdown).await;
                 drop((slot, alive));
             });
         }
