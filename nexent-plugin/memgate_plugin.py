@@ -5,10 +5,17 @@ replaced). It forwards Nexent's search and ingest calls to the memgate gateway
 (``POST <gateway_url>/nexent/v1/<provider>/search`` and ``.../ingest``) and maps the gateway's error
 JSON ``{code, severity, message, retry_after_seconds}`` onto Nexent's provider exceptions.
 
+Nexent constructs the provider as ``MemgateMemoryProvider(config)``: the saved settings as ONE
+positional dict (``gateway_url``, ``provider``, ``access_token`` and Nexent's ``timeout_seconds``).
+Keys may carry the ``plugin.`` prefix (an older loader passed them so; a prefixed key wins over a
+bare one, as in Nexent's ``build_provider``), unknown keys are ignored, and keyword arguments work
+too (they override the dict).
+
 Only the standard library and the Nexent SDK are imported. The access token is sent as
 ``Authorization: Bearer <token>`` and is never put into an exception, a log line or a result; nor is
-any response body. Every call builds one HTTP request with ``urllib`` in a worker thread and waits at
-most ``timeout_seconds`` for it.
+any response body or the gateway URL. Nexent stores ``str(exception)`` in its ingest event log and
+logs it, so every exception message is fixed text. Every call builds one HTTP request with
+``urllib`` in a worker thread and waits at most ``timeout_seconds`` for it.
 """
 
 from __future__ import annotations
@@ -33,7 +40,8 @@ from nexent.memory.providers.retry import (
     RetryableProviderError,
 )
 
-DEFAULT_TIMEOUT_SECONDS = 10.0
+DEFAULT_TIMEOUT_SECONDS = 30.0  # Nexent's default for a provider's timeout_seconds
+SETTING_PREFIX = "plugin."
 MAX_RESPONSE_BYTES = 4 * 1024 * 1024
 KNOWN_CODES = frozenset(
     {
@@ -110,28 +118,79 @@ def _text(value):
     return None if value is None else str(value)
 
 
+def _settings(config, keywords):
+    """One settings dict from Nexent's positional dict and keyword arguments.
+
+    Bare keys first, then ``plugin.``-prefixed ones (Nexent's ``build_provider`` lets the prefixed
+    value win), then keyword arguments. Non-string keys are ignored. ``None`` when ``config`` is
+    neither a mapping nor absent."""
+    if config is None:
+        config = {}
+    if not hasattr(config, "items"):
+        return None
+    merged = {}
+    pairs = [(key, value) for key, value in config.items() if isinstance(key, str)]
+    for key, value in pairs:
+        if not key.startswith(SETTING_PREFIX):
+            merged[key] = value
+    for key, value in pairs:
+        if key.startswith(SETTING_PREFIX):
+            merged[key[len(SETTING_PREFIX):]] = value
+    merged.update(keywords)
+    return merged
+
+
+def _url_problem(base):
+    """Why ``base`` cannot be the gateway URL (fixed text, never the URL), or None."""
+    try:
+        parsed = urllib.parse.urlsplit(base)
+        port_ok = parsed.port is None or parsed.port > 0
+    except ValueError:
+        return "the plugin setting gateway_url must be an http(s) URL"
+    if parsed.scheme not in ("http", "https") or not parsed.hostname or not port_ok:
+        return "the plugin setting gateway_url must be an http(s) URL"
+    if parsed.query or parsed.fragment:
+        return "the plugin setting gateway_url must be an http(s) URL"
+    if "@" in parsed.netloc:
+        # A password in the URL must never be sent or end up in a log or an event record.
+        return "the plugin setting gateway_url must not hold user info"
+    return None
+
+
+def _timeout(value):
+    """A positive number of seconds from Nexent's ``timeout_seconds`` (an int), else the default."""
+    if isinstance(value, bool):
+        return DEFAULT_TIMEOUT_SECONDS
+    try:
+        seconds = float(value)
+    except (TypeError, ValueError):
+        return DEFAULT_TIMEOUT_SECONDS
+    return seconds if 0 < seconds < float("inf") else DEFAULT_TIMEOUT_SECONDS
+
+
 class MemgateMemoryProvider:
     """A Nexent searchable/ingestible provider backed by one memgate provider."""
 
-    def __init__(self, gateway_url=None, provider=None, access_token=None, timeout_seconds=None, **_other):
-        self._problem = None
-        self._provider = str(provider or "").strip()
-        self._token = str(access_token or "").strip()
-        self._timeout = DEFAULT_TIMEOUT_SECONDS
-        try:
-            if timeout_seconds is not None and float(timeout_seconds) > 0:
-                self._timeout = float(timeout_seconds)
-        except (TypeError, ValueError):
-            pass
-        base = str(gateway_url or "").strip().rstrip("/")
-        parsed = urllib.parse.urlsplit(base)
-        if parsed.scheme not in ("http", "https") or not parsed.netloc or parsed.query or parsed.fragment:
-            self._problem = "the plugin setting gateway_url must be an http(s) URL"
-        elif not self._provider:
-            self._problem = "the plugin setting provider must not be empty"
-        elif any(ord(c) < 0x21 or ord(c) > 0x7E for c in self._token):
+    def __init__(self, config=None, /, **settings):
+        """``config``: the settings dict Nexent passes positionally; ``settings``: the same as
+        keyword arguments (``gateway_url``, ``provider``, ``access_token``, ``timeout_seconds``)."""
+        merged = _settings(config, settings)
+        usable = merged or {}
+        self._provider = str(usable.get("provider") or "").strip()
+        self._token = str(usable.get("access_token") or "").strip()
+        self._timeout = _timeout(usable.get("timeout_seconds"))
+        base = str(usable.get("gateway_url") or "").strip().rstrip("/")
+        self._problem = (
+            ("the plugin settings must be a mapping" if merged is None else None)
+            or _url_problem(base)
+            or (None if self._provider else "the plugin setting provider must not be empty")
             # Checked here: urllib would echo an invalid header value in its error.
-            self._problem = "the plugin setting access_token holds characters a bearer token cannot have"
+            or (
+                "the plugin setting access_token holds characters a bearer token cannot have"
+                if any(ord(c) < 0x21 or ord(c) > 0x7E for c in self._token)
+                else None
+            )
+        )
         quoted = urllib.parse.quote(self._provider, safe="")
         self._base = f"{base}/nexent/v1/{quoted}"
 
@@ -139,6 +198,11 @@ class MemgateMemoryProvider:
     def provider_name(self):
         """The memgate provider name (also the ``source`` of every search result)."""
         return self._provider
+
+    @property
+    def timeout_seconds(self):
+        """Seconds the socket may wait (the whole call gets one more)."""
+        return self._timeout
 
     async def search(self, request, limit=5, filters=None):
         """Search the memgate provider; ``filters`` are not used (the scope is the provider's)."""

@@ -1,24 +1,37 @@
 #!/usr/bin/env bash
 # The project's test command (the README's): everything a change must pass.
+#  0. installs what the tests need when it is missing (scripts/lib/provision.sh: redis-server,
+#     python3-venv, openssl, curl, Go, Node.js, gcc; apt-get as root, otherwise it says what to install);
 #  1. provides kube-apiserver + etcd for the real-control-plane tests (built once from Go modules and
 #     cached; see e2e/control-plane/README.md);
 #  2. runs every Rust test of the workspace (unit, contract, real API server, real gateway processes);
 #  3. runs the official MCP Python SDK against the real gateway binary (gateway/tests/python/run.sh);
 #  4. loads the Nexent plugin the way Nexent's loader does and drives it through the real gateway
 #     (nexent-plugin/tests/run.sh);
-#  5. runs the README's quickstart once (dev upstream + gateway + one MCP round trip).
+#  5. runs the OIDC suite: a real Ory Hydra (built once from Go modules and cached, see
+#     e2e/identity-provider/provide.sh) against the gateway, with the MCP Python SDK's OAuth client
+#     (gateway/tests/oauth/run.sh);
+#  6. runs the README's quickstart once (dev upstream + gateway + one MCP round trip).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+echo "== provision" >&2
+bash scripts/lib/provision.sh
 
 echo "== control plane binaries" >&2
 assets=$(e2e/control-plane/provide.sh | tail -n 1)
 echo "using kube-apiserver and etcd from ${assets}" >&2
+echo "== identity provider binary" >&2
+e2e/identity-provider/provide.sh | tail -n 1 >&2
 
 echo "== cargo test" >&2
 cargo test --workspace --locked --no-fail-fast
 
 echo "== MCP Python SDK against the gateway" >&2
 bash gateway/tests/python/run.sh
+
+echo "== OIDC against a real identity provider (Ory Hydra)" >&2
+bash gateway/tests/oauth/run.sh
 
 echo "== Nexent plugin harness" >&2
 bash nexent-plugin/tests/run.sh

@@ -26,7 +26,8 @@ pub use dialect_preset::{
 };
 pub use memory_provider::{
     AccessSpec, BearerTokenAccess, Credentials, DialectSource, Endpoint, McpSpec, MemoryProvider, MemoryProviderSpec,
-    MemoryProviderStatus, NexentSpec, ProviderEndpoints, Scope, SecretKeyRef, ServiceAccountAccess, ServiceAccountRef,
+    MemoryProviderStatus, NexentSpec, OidcAccess, OidcClaimValues, ProviderEndpoints, Scope, SecretKeyRef,
+    ServiceAccountAccess, ServiceAccountRef, ServiceAccountVerification,
 };
 
 /// API group of both resources.

@@ -207,8 +207,8 @@ impl NexentSpec {
 
 /// Who may call a provider. Every method is opt-in; with none set nobody can call.
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default)]
-#[x_kube(validation = Rule::new("(has(self.anonymous) && self.anonymous) || has(self.bearerToken) || has(self.serviceAccounts)").message("spec.access: no caller could reach this provider; set anonymous: true, bearerToken or serviceAccounts"))]
-#[x_kube(validation = Rule::new("!(has(self.bindUserIdToSubject) && self.bindUserIdToSubject) || has(self.serviceAccounts)").message("spec.access.bindUserIdToSubject needs spec.access.serviceAccounts: only a ServiceAccount token names the caller"))]
+#[x_kube(validation = Rule::new("(has(self.anonymous) && self.anonymous) || has(self.bearerToken) || has(self.serviceAccounts) || has(self.oidc)").message("spec.access: no caller could reach this provider; set anonymous: true, bearerToken, serviceAccounts or oidc"))]
+#[x_kube(validation = Rule::new("!(has(self.bindUserIdToSubject) && self.bindUserIdToSubject) || has(self.serviceAccounts) || has(self.oidc)").message("spec.access.bindUserIdToSubject needs spec.access.serviceAccounts or spec.access.oidc: only those tokens name the caller"))]
 #[x_kube(validation = Rule::new("!(has(self.anonymous) && self.anonymous && has(self.bindUserIdToSubject) && self.bindUserIdToSubject)").message("spec.access.bindUserIdToSubject needs an authenticated caller and cannot be combined with anonymous: true"))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct AccessSpec {
@@ -221,9 +221,78 @@ pub struct AccessSpec {
     /// Kubernetes ServiceAccount tokens bound to an audience.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub service_accounts: Option<ServiceAccountAccess>,
+    /// OAuth 2.0 access tokens (JWTs) from an OpenID provider: memgate as an MCP authorization
+    /// resource server.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub oidc: Option<OidcAccess>,
     /// Send the authenticated caller's subject as `user_id` instead of a fixed `scope.userId`.
     #[serde(default)]
     pub bind_user_id_to_subject: bool,
+}
+
+/// Most entries in each OIDC list (audiences, scopes, subjects, claim values).
+pub const MAX_OIDC_LIST: usize = 32;
+
+/// OAuth 2.0 bearer access tokens issued by one OpenID provider, verified by signature against the
+/// provider's published keys (JWKS), never by calling it per request.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[x_kube(validation = Rule::new("!self.issuer.startsWith('http://') || (has(self.allowInsecureHttp) && self.allowInsecureHttp)").message("spec.access.oidc.issuer: http is refused unless spec.access.oidc.allowInsecureHttp is true; use https"))]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct OidcAccess {
+    /// Issuer URL, exactly as the provider writes it in its discovery document and in `iss`
+    /// (discovery: `<issuer>/.well-known/openid-configuration`). https unless `allowInsecureHttp`.
+    #[x_kube(validation = Rule::new("self.size() <= 300 && self.matches('^https?://[A-Za-z0-9.:\\\\[\\\\]-]+(/[A-Za-z0-9._~!$&()*+,;=:@%/-]*)?$')").message("spec.access.oidc.issuer must be an http(s) URL with a host, at most 300 characters, without user info, query or fragment"))]
+    #[schemars(length(max = 300))]
+    pub issuer: String,
+    /// Allow a plain `http` issuer (local development only; default false).
+    #[serde(default)]
+    pub allow_insecure_http: bool,
+    /// Accepted `aud` values (any one suffices); default: the provider's canonical MCP resource URL
+    /// (`<public URL>/mcp/<provider>`). At most 32, each 1 to 300 characters.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[x_kube(validation = Rule::new("self.all(a, a.size() >= 1 && a.size() <= 300)").message("spec.access.oidc.audiences entries must be 1 to 300 characters"))]
+    #[schemars(length(max = 32), inner(length(max = 300)))]
+    pub audiences: Vec<String>,
+    /// Scopes every token must carry (in `scope` or `scp`); advertised in the protected resource
+    /// metadata and in `WWW-Authenticate`. At most 32 scope tokens.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[x_kube(validation = Rule::new("self.all(s, s.size() >= 1 && s.size() <= 128 && s.matches('^[!#-\\\\[\\\\]-~]+$'))").message("spec.access.oidc.requiredScopes entries must be 1 to 128 visible ASCII characters other than double quote and backslash"))]
+    #[schemars(length(max = 32), inner(length(max = 128)))]
+    pub required_scopes: Vec<String>,
+    /// Claim holding the caller's identity (default `sub`); its value must be a string.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[x_kube(validation = Rule::new("self.size() <= 64 && self.matches('^[A-Za-z0-9_.:-]+$')").message("spec.access.oidc.subjectClaim must be a claim name of 1 to 64 letters, digits, '_', '.', ':' or '-'"))]
+    #[schemars(length(max = 64))]
+    pub subject_claim: Option<String>,
+    /// Only these subjects may call (exact match); unset: any subject with a valid token.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[x_kube(validation = Rule::new("self.all(s, s.size() >= 1 && s.size() <= 256)").message("spec.access.oidc.allowedSubjects entries must be 1 to 256 characters"))]
+    #[schemars(length(max = 32), inner(length(max = 256)))]
+    pub allowed_subjects: Vec<String>,
+    /// Only callers whose group/role claim holds one of these values may call.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allowed_claim_values: Option<OidcClaimValues>,
+}
+
+impl OidcAccess {
+    /// The subject claim, defaulted to `sub`.
+    pub fn subject_claim(&self) -> &str {
+        self.subject_claim.as_deref().unwrap_or("sub")
+    }
+}
+
+/// A group or role claim and the values of it that are allowed (any one suffices).
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct OidcClaimValues {
+    /// Claim name, e.g. `groups` or `roles`; its value is a string or a list of strings.
+    #[x_kube(validation = Rule::new("self.size() <= 64 && self.matches('^[A-Za-z0-9_.:-]+$')").message("spec.access.oidc.allowedClaimValues.claim must be a claim name of 1 to 64 letters, digits, '_', '.', ':' or '-'"))]
+    #[schemars(length(max = 64))]
+    pub claim: String,
+    /// Allowed values; 1 to 32 entries of 1 to 256 characters.
+    #[x_kube(validation = Rule::new("self.size() >= 1 && self.all(v, v.size() >= 1 && v.size() <= 256)").message("spec.access.oidc.allowedClaimValues.values must list 1 to 32 values of 1 to 256 characters"))]
+    #[schemars(length(max = 32), inner(length(max = 256)))]
+    pub values: Vec<String>,
 }
 
 /// Static bearer token access.
@@ -246,6 +315,30 @@ pub struct ServiceAccountAccess {
     #[x_kube(validation = Rule::new("self.size() >= 1").message("spec.access.serviceAccounts.allowed must list 1 to 32 ServiceAccounts"))]
     #[schemars(length(max = 32))]
     pub allowed: Vec<ServiceAccountRef>,
+    /// How tokens are verified: `tokenReview` (default: the API server reviews each new token) or
+    /// `jwks` (offline, by signature against the cluster's published keys; no API rights needed,
+    /// but a token stays valid until it expires even after its pod or ServiceAccount is deleted).
+    #[serde(default, skip_serializing_if = "ServiceAccountVerification::is_default")]
+    pub verification: ServiceAccountVerification,
+}
+
+/// How ServiceAccount tokens are verified.
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[serde(rename_all = "camelCase")]
+pub enum ServiceAccountVerification {
+    /// A TokenReview per new token (cached briefly): revocation is seen within the cache TTL.
+    #[default]
+    TokenReview,
+    /// Offline: signature, issuer, audience and expiry checked against the API server's OIDC
+    /// discovery (`/.well-known/openid-configuration`, `/openid/v1/jwks`).
+    Jwks,
+}
+
+impl ServiceAccountVerification {
+    /// True for the default (`tokenReview`).
+    pub fn is_default(&self) -> bool {
+        *self == ServiceAccountVerification::TokenReview
+    }
 }
 
 /// One allowed ServiceAccount, or every ServiceAccount of a namespace when `name` is unset.

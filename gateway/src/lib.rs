@@ -5,7 +5,8 @@
 //! - [`profile`]: External Context MCP Profile v1 input and output rules (pure).
 //! - [`mcp`]: the Remote MCP surface, one `context_search` tool per provider.
 //! - [`auth`]: who may call a provider (anonymous opt-in, static bearer tokens, ServiceAccount
-//!   tokens reviewed by the API server).
+//!   tokens reviewed by the API server or verified offline, OIDC access tokens).
+//! - [`oauth_resource`]: RFC 9728 protected resource metadata and the `WWW-Authenticate` challenge.
 //! - [`nexent`]: the Nexent search API and its error mapping.
 //! - [`ingest`]: Nexent ingest written upstream exactly once per unit (idempotency ledger).
 //! - [`plugin`]: the Nexent plugin directories (rendering, and writing them into Nexent's folder).
@@ -23,6 +24,7 @@ pub mod listener;
 pub mod mcp;
 pub mod metrics;
 pub mod nexent;
+pub mod oauth_resource;
 pub mod plugin;
 pub mod profile;
 pub mod server;

@@ -4,6 +4,7 @@
 //! memgate-gateway serve --config DIR [--listen ADDR] [--admin-listen ADDR] [--allowed-host H ...]
 //!                       [--allowed-origin ORIGIN ...] [--kubeconfig PATH] [--reload-interval-ms N]
 //!                       [--nexent-max-limit N] [--ledger redis://HOST:PORT]
+//!                       [--public-url URL] [--jwks-min-refresh-ms N]
 //!                       [--ledger-max-entries-per-provider N] [--ingest-call-timeout-ms N]
 //!                       [--config-max-file-bytes N] [--config-max-total-bytes N]
 //!                       [--max-connections N] [--max-in-flight N] [--header-read-timeout-ms N]
@@ -26,6 +27,7 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use clap::{Args, Parser, Subcommand};
 use memgate_crds::source_file::{DEFAULT_MAX_FILE_BYTES, DEFAULT_MAX_TOTAL_BYTES, ReadLimits};
+use memgate_gateway::auth::keys::KeyStore;
 use memgate_gateway::auth::{Authenticator, TokenReviewer};
 use memgate_gateway::config::{ConfigHandle, load_dir, load_dir_with, watch};
 use memgate_gateway::engine::{Engine, EngineConfig};
@@ -119,6 +121,15 @@ struct ServeArgs {
     /// Most bytes read from the config folder and its mounted Secrets together per load.
     #[arg(long, default_value_t = DEFAULT_MAX_TOTAL_BYTES, value_parser = clap::value_parser!(u64).range(1..))]
     config_max_total_bytes: u64,
+    /// The URL tenants use to reach this gateway (e.g. `https://memgate.example.com`, or the
+    /// Service URL in a cluster): OIDC providers' resource URLs are `<URL>/mcp/<provider>` (their
+    /// default token audience) and their protected resource metadata is served under it.
+    #[arg(long, value_parser = parse_public_url)]
+    public_url: Option<String>,
+    /// Shortest time between two fetches of one issuer's keys (an unknown `kid` triggers a fetch
+    /// at most this often).
+    #[arg(long, default_value_t = 30_000, value_parser = clap::value_parser!(u64).range(100..))]
+    jwks_min_refresh_ms: u64,
     #[command(flatten)]
     listener: ListenerArgs,
 }
@@ -182,6 +193,24 @@ const fn millis(duration: Duration) -> u64 {
     duration.as_secs() * 1000 + duration.subsec_millis() as u64
 }
 
+/// `--public-url`: http(s) with a host, optional path, no user info, query or fragment; the
+/// trailing `/` is dropped.
+fn parse_public_url(raw: &str) -> Result<String, String> {
+    let url = url::Url::parse(raw).map_err(|e| format!("not a URL: {e}"))?;
+    let clean = matches!(url.scheme(), "http" | "https")
+        && url.host_str().is_some()
+        && url.username().is_empty()
+        && url.password().is_none()
+        && url.query().is_none()
+        && url.fragment().is_none()
+        && !raw.contains('"')
+        && !raw.contains('\\');
+    if !clean {
+        return Err("must be an http(s) URL with a host and no user info, query or fragment".into());
+    }
+    Ok(url.as_str().trim_end_matches('/').to_string())
+}
+
 #[tokio::main]
 async fn main() -> Result<()> {
     let cli = Cli::parse();
@@ -237,7 +266,14 @@ async fn serve(args: ServeArgs) -> Result<()> {
     let handle = Arc::new(ConfigHandle::new(snapshot));
 
     let engine = Engine::new(EngineConfig::default()).context("setting up the upstream HTTP client")?;
-    let reviewer = kube_client(args.kubeconfig.as_deref()).await?.map(TokenReviewer::new);
+    let kube = kube_client(args.kubeconfig.as_deref()).await?;
+    let reviewer = kube.clone().map(TokenReviewer::new);
+    let keys = KeyStore::new(kube, Duration::from_millis(args.jwks_min_refresh_ms))
+        .context("setting up the identity provider HTTP client")?;
+    if args.public_url.is_none() {
+        tracing::info!("no --public-url: OIDC providers need explicit audiences and publish no resource metadata");
+    }
+    let auth = Authenticator::new(reviewer).with_keys(keys).with_public_url(args.public_url.clone());
     let switches = KillSwitches::from_env();
     tracing::info!(search_enabled = switches.search, ingest_enabled = switches.ingest, "kill switches");
     let ingest_call_timeout = Duration::from_millis(args.ingest_call_timeout_ms);
@@ -250,9 +286,7 @@ async fn serve(args: ServeArgs) -> Result<()> {
         }
     };
     tracing::info!(ledger = if args.ledger.is_some() { "redis" } else { "memory" }, "ingest ledger");
-    let state = Arc::new(
-        AppState::new(Arc::clone(&handle), engine, Authenticator::new(reviewer), settings).with_ledger(ledger),
-    );
+    let state = Arc::new(AppState::new(Arc::clone(&handle), engine, auth, settings).with_ledger(ledger));
 
     let interval = Duration::from_millis(args.reload_interval_ms);
     let watcher = tokio::spawn(watch(handle, args.config.clone(), interval, limits));

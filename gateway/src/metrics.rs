@@ -10,6 +10,7 @@
 //! | `memgate_gateway_request_duration_seconds` | histogram | every call to a known provider |
 //! | `memgate_gateway_search_results` | histogram | successful searches: items returned |
 //! | `memgate_gateway_ingest_units_total` | counter | completed ingests: units by status (`outcome` = `accepted` / `rejected` / `degraded`) |
+//! | `memgate_gateway_auth_checks_total` | counter | every caller check: `operation` = the method (`anonymous`, `bearer_token`, `service_account`, `oidc`, `none`), `outcome` = `accepted` / `refused`, `error_code` = the fixed reason of a refusal (e.g. `expired`, `audience`, `insufficient_scope`) |
 
 use std::time::Duration;
 
@@ -83,6 +84,20 @@ struct Labels {
 
 type HistogramFamily = Family<Labels, Histogram, fn() -> Histogram>;
 
+/// A handle counting caller checks (`memgate_gateway_auth_checks_total`); cheap to clone.
+#[derive(Debug, Clone, Default)]
+pub struct AuthChecks(Family<Labels, Counter>);
+
+impl AuthChecks {
+    /// Count one check of a caller of `provider` by `method` ending in `outcome`: `accepted`, or
+    /// the fixed reason of a refusal (recorded as `outcome="refused"`, `error_code=<reason>`).
+    pub fn record(&self, provider: &str, method: &'static str, outcome: &'static str) {
+        let (outcome, error_code) = if outcome == "accepted" { ("accepted", "") } else { ("refused", outcome) };
+        let labels = Labels { provider: provider.to_string(), operation: method, outcome, error_code };
+        self.0.get_or_create(&labels).inc();
+    }
+}
+
 /// The registry and the gateway's metric families.
 pub struct Metrics {
     registry: Registry,
@@ -90,6 +105,7 @@ pub struct Metrics {
     duration: HistogramFamily,
     results: HistogramFamily,
     units: Family<Labels, Counter>,
+    auth_checks: AuthChecks,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -121,7 +137,18 @@ impl Metrics {
         registry.register("memgate_gateway_search_results", "Items returned by successful searches", results.clone());
         let units = Family::<Labels, Counter>::default();
         registry.register("memgate_gateway_ingest_units", "Units of completed ingests, by unit status", units.clone());
-        Metrics { registry, requests, duration, results, units }
+        let auth_checks = AuthChecks::default();
+        registry.register(
+            "memgate_gateway_auth_checks",
+            "Caller checks, by method and outcome (accepted or the reason of the refusal)",
+            auth_checks.0.clone(),
+        );
+        Metrics { registry, requests, duration, results, units, auth_checks }
+    }
+
+    /// The handle the authenticator counts its checks with.
+    pub fn auth_checks(&self) -> AuthChecks {
+        self.auth_checks.clone()
     }
 
     /// Record one call to `provider`.

@@ -9,8 +9,9 @@
 //! | `GET /healthz` | 200 while the process serves HTTP |
 //! | `GET /readyz` | 200 with `{"ready":true,"providers":N,"generation":G,"lastReloadError":null\|"..."}` |
 //! | `GET /metrics` | OpenMetrics text ([`crate::metrics`]) |
+//! | `GET /.well-known/oauth-protected-resource[/mcp/{provider}]` | RFC 9728 metadata of OIDC providers ([`crate::oauth_resource`]) |
 //!
-//! The last three are also the whole of [`admin_app`], served on the admin port when one is
+//! `/healthz`, `/readyz` and `/metrics` are also the whole of [`admin_app`], served on the admin port when one is
 //! configured; on the data port they stay for compatibility and for load balancers that check the
 //! data path itself (they answer from memory and hold nothing a tenant could not already learn).
 //!
@@ -21,7 +22,8 @@
 //!
 //! Access control for MCP happens here, at HTTP level, before any MCP processing: an unknown
 //! provider or one without `mcp.enabled` is 404, an unauthenticated caller 401 (with
-//! `WWW-Authenticate: Bearer`), a caller not allowed 403, and with the search kill switch off
+//! `WWW-Authenticate: Bearer`, for OIDC providers with `resource_metadata` and `scope`), a caller
+//! not allowed 403 (a missing OAuth scope: 403 with `error="insufficient_scope"`), and with the search kill switch off
 //! every MCP request is 503; the bodies are the fixed JSON of [`crate::nexent::ApiError`].
 
 use std::sync::Arc;
@@ -36,10 +38,10 @@ use serde_json::json;
 use tokio::time::Instant;
 
 use crate::auth::Caller;
-use crate::mcp;
 use crate::metrics::{OPENMETRICS_CONTENT_TYPE, Operation};
 use crate::nexent::{self, ApiError, json_response};
 use crate::state::{AppState, AuthorizedProvider};
+use crate::{mcp, oauth_resource};
 
 /// The whole gateway as one router. `mcp_http` says which hosts and origins `/mcp/*` accepts
 /// (see [`mcp::McpHttpConfig`]).
@@ -52,6 +54,7 @@ pub fn app(state: Arc<AppState>, mcp_http: mcp::McpHttpConfig) -> Router {
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
         .merge(nexent::router())
+        .merge(oauth_resource::router())
         .with_state(state);
     own.merge(mcp_routes)
 }
@@ -85,9 +88,15 @@ pub async fn mcp_guard(
         state.record_refusal(&provider, Operation::McpContextSearch, err.body.code, started.elapsed());
         err.into_response()
     };
-    let caller: Caller = match state.auth().authenticate(&provider.access, request.headers()).await {
+    let caller: Caller = match state.auth().authenticate(&provider.name, &provider.access, request.headers()).await {
         Ok(caller) => caller,
-        Err(err) => return refuse(ApiError::from_auth(err)),
+        Err(err) => {
+            let mut response = refuse(ApiError::from_auth(err));
+            if let Some(challenge) = oauth_resource::challenge(&provider, state.auth().public_url(), err) {
+                response.headers_mut().insert(header::WWW_AUTHENTICATE, challenge);
+            }
+            return response;
+        }
     };
     if !state.settings().switches.search {
         return refuse(ApiError::switched_off());

@@ -107,7 +107,9 @@ impl AppState {
     /// Assemble the state, with an in-process [`MemoryLedger`] for ingest (see [`AppState::with_ledger`]).
     pub fn new(config: Arc<ConfigHandle>, engine: Engine, auth: Authenticator, settings: Settings) -> AppState {
         let ledger = SharedLedger(Arc::new(MemoryLedger::default()));
-        AppState { config, engine, metrics: Metrics::new(), auth, settings, ledger }
+        let metrics = Metrics::new();
+        let auth = auth.with_checks(metrics.auth_checks());
+        AppState { config, engine, metrics, auth, settings, ledger }
     }
 
     /// Use `ledger` for ingest idempotency instead (e.g. a [`crate::ingest::RedisLedger`] shared by replicas).

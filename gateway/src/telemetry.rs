@@ -12,9 +12,13 @@
 //!   An ingest adds `memory.unit.accepted_count` and `memory.unit.rejected_count`.
 //! - MCP path: span `mcp.context_search` with the same attributes.
 
-use tracing::Span;
 use tracing::field::Empty;
+use tracing::{Level, Metadata, Span};
 use tracing_subscriber::EnvFilter;
+use tracing_subscriber::filter::FilterFn;
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::util::SubscriberInitExt;
+use tracing_subscriber::{Layer, fmt};
 
 use crate::metrics::Operation;
 
@@ -31,13 +35,27 @@ pub fn init() {
             filter = filter.add_directive(directive);
         }
     }
-    let _ = tracing_subscriber::fmt()
+    let quiet = FilterFn::new(|meta| !is_rmcp_error_answer(meta));
+    let layer = fmt::layer()
         .json()
-        .with_env_filter(filter)
         .with_writer(std::io::stderr)
         .with_current_span(true)
         .with_span_list(false)
-        .try_init();
+        .with_filter(filter)
+        .with_filter(quiet);
+    let _ = tracing_subscriber::registry().with(layer).try_init();
+}
+
+/// rmcp's WARN line for every JSON-RPC error answer (`response error`, fields `id` and `error`;
+/// rmcp 3.11 `service.rs`). The only errors this gateway's handler answers are the client's: a
+/// method it does not offer (`prompts/list`, `resources/list`, which clients call on every
+/// connection although only `tools` is declared) or an unknown tool name. The handler logs those
+/// at debug ([`crate::mcp`]), so this copy is dropped.
+pub fn is_rmcp_error_answer(meta: &Metadata<'_>) -> bool {
+    meta.target() == "rmcp::service"
+        && *meta.level() == Level::WARN
+        && meta.fields().field("id").is_some()
+        && meta.fields().field("error").is_some()
 }
 
 /// The span of one provider call on `operation`'s surface; outcome fields are recorded by

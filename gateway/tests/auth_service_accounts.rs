@@ -7,8 +7,9 @@ mod serve_support;
 mod support;
 
 use anyhow::{Context, Result, ensure};
-use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
+use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec, TokenReview, TokenReviewSpec};
 use k8s_openapi::api::core::v1::ServiceAccount;
+use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
 use kube::api::{ObjectMeta, PostParams};
 use kube::{Api, Client};
 use memgate_e2e::ControlPlane;
@@ -43,6 +44,11 @@ async fn token(client: &Client, namespace: &str, name: &str, audience: &str) -> 
     issued.status.and_then(|s| s.token).context("TokenRequest status.token")
 }
 
+/// The HTTP status of one Nexent search at `provider` with `token`.
+async fn status_of(gateway: &Gateway, provider: &str, query: &serde_json::Value, token: String) -> u16 {
+    gateway.search(provider, query, Some(&token)).await.status
+}
+
 #[tokio::test]
 async fn service_account_tokens_are_reviewed_for_the_provider_audience() -> Result<()> {
     let control_plane = ControlPlane::shared().await?;
@@ -70,11 +76,7 @@ async fn service_account_tokens_are_reviewed_for_the_provider_audience() -> Resu
     let gateway = Gateway::start(dir.path(), dir.path(), &["--kubeconfig", &kubeconfig], &[]).await;
     let query = json!({"query": QUERY});
 
-    let status = |provider: &'static str, token: String| {
-        let gateway = &gateway;
-        let query = &query;
-        async move { gateway.search(provider, query, Some(&token)).await.status }
-    };
+    let status = |provider: &'static str, token: String| status_of(&gateway, provider, &query, token);
     ensure!(status("one", robot.clone()).await == 200, "allowed ServiceAccount, right audience");
     ensure!(status("one", robot.clone()).await == 200, "again, from the cache");
     ensure!(status("one", robot_elsewhere.clone()).await == 401, "token of another audience");
@@ -135,5 +137,96 @@ async fn bound_user_id_is_the_service_account_subject() -> Result<()> {
     ensure!(sent["filters"] == json!({"user_id": subject, "agent_id": "qwen-code"}), "{sent}");
     let anonymous = gateway.post_with("/mcp/bound", &call, None, &headers).await;
     ensure!(anonymous.status == 401, "{}", anonymous.text);
+    Ok(())
+}
+
+/// `verification: jwks`: tokens are checked by signature against the API server's own OIDC
+/// discovery (`/.well-known/openid-configuration`, `/openid/v1/jwks`), not reviewed per token. The
+/// documented cost shows: the token of a deleted ServiceAccount is still accepted until it expires,
+/// where the TokenReview provider refuses it.
+#[tokio::test]
+async fn service_account_tokens_are_verified_offline_against_the_cluster_keys() -> Result<()> {
+    let control_plane = ControlPlane::shared().await?;
+    let namespace = control_plane.new_namespace("gateway-jwks").await?;
+    let client = control_plane.client()?;
+    for name in ["robot", "intruder", "ephemeral"] {
+        create_service_account(&client, &namespace, name).await?;
+    }
+    let robot = token(&client, &namespace, "robot", AUDIENCE).await?;
+    let robot_elsewhere = token(&client, &namespace, "robot", "another-audience").await?;
+    let intruder = token(&client, &namespace, "intruder", AUDIENCE).await?;
+    let ephemeral = token(&client, &namespace, "ephemeral", AUDIENCE).await?;
+
+    let upstream = Server::always(Reply::json(&mem0_results(1))).await;
+    let dir = tempfile::tempdir()?;
+    let allowed = format!("[{{namespace: {namespace}, name: robot}}, {{namespace: {namespace}, name: ephemeral}}]");
+    let offline = ProviderYaml::new("offline", &upstream.origin())
+        .access(&format!("{{serviceAccounts: {{audience: {AUDIENCE}, verification: jwks, allowed: {allowed}}}}}"));
+    let reviewed = ProviderYaml::new("reviewed", &upstream.origin())
+        .access(&format!("{{serviceAccounts: {{audience: {AUDIENCE}, allowed: {allowed}}}}}"));
+    std::fs::write(
+        dir.path().join("gateway.yaml"),
+        [upstream_secret(), offline.yaml(), reviewed.yaml()].join("---\n"),
+    )?;
+    let kubeconfig = control_plane.kubeconfig_path().display().to_string();
+    let gateway = Gateway::start(dir.path(), dir.path(), &["--kubeconfig", &kubeconfig], &[]).await;
+    let query = json!({"query": QUERY});
+    let status = |provider: &'static str, token: String| status_of(&gateway, provider, &query, token);
+
+    ensure!(status("offline", robot.clone()).await == 200, "allowed ServiceAccount, right audience");
+    ensure!(status("offline", robot_elsewhere.clone()).await == 401, "token of another audience");
+    ensure!(status("offline", intruder.clone()).await == 403, "ServiceAccount not in allowed");
+    // One signature character changed (well inside, so no padding bits are involved).
+    let at = robot.len() - 10;
+    let replacement = if &robot[at..=at] == "A" { "B" } else { "A" };
+    let forged = format!("{}{replacement}{}", &robot[..at], &robot[at + 1..]);
+    ensure!(status("offline", forged).await == 401, "a changed signature");
+
+    ensure!(status("offline", ephemeral.clone()).await == 200, "before deletion");
+    ensure!(status("reviewed", ephemeral.clone()).await == 200, "before deletion, reviewed");
+    let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), &namespace);
+    accounts.delete("ephemeral", &Default::default()).await?;
+    // The API server notices the deletion through its informers: wait (generous ceiling) until its
+    // own TokenReview refuses the token, then ask a fresh gateway (review verdicts are cached 30 s).
+    let reviews: Api<TokenReview> = Api::all(client.clone());
+    let review = TokenReview {
+        spec: TokenReviewSpec { token: ephemeral.clone(), audiences: Some(vec![AUDIENCE.to_string()]) },
+        ..TokenReview::default()
+    };
+    let mut refused = false;
+    for _ in 0..120 {
+        let answer = reviews.create(&PostParams::default(), &review).await?;
+        if answer.status.and_then(|s| s.authenticated) != Some(true) {
+            refused = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+    }
+    ensure!(refused, "the API server kept accepting the deleted ServiceAccount's token");
+    drop(gateway);
+    let gateway = Gateway::start(dir.path(), dir.path(), &["--kubeconfig", &kubeconfig], &[]).await;
+    let after = |provider: &'static str| status_of(&gateway, provider, &query, ephemeral.clone());
+    ensure!(after("reviewed").await == 401, "TokenReview refuses the deleted ServiceAccount's token");
+    ensure!(after("offline").await == 200, "offline verification cannot see the deletion (documented)");
+    let metrics = gateway.get("/metrics").await.text;
+    ensure!(
+        metrics.contains("provider=\"offline\",operation=\"service_account\",outcome=\"accepted\""),
+        "auth checks counted: {metrics}"
+    );
+    ensure!(!metrics.contains(&namespace), "a subject reached the metrics");
+
+    // What a gateway pod needs for this: the API server's default binding lets every
+    // ServiceAccount read the issuer discovery and keys (no Role of memgate's own).
+    let bindings: Api<ClusterRoleBinding> = Api::all(client.clone());
+    let discovery = bindings.get("system:service-account-issuer-discovery").await?;
+    ensure!(
+        discovery.role_ref.name == "system:service-account-issuer-discovery"
+            && discovery
+                .subjects
+                .unwrap_or_default()
+                .iter()
+                .any(|s| s.kind == "Group" && s.name == "system:serviceaccounts"),
+        "the default issuer-discovery binding covers every ServiceAccount"
+    );
     Ok(())
 }

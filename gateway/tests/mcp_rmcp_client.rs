@@ -106,7 +106,8 @@ async fn rmcp_clients_of_both_lifecycles_list_and_call_context_search() {
         assert_eq!(Some(parsed.clone()), result.structured_content);
         let items = parsed["untrusted_external_context"]["items"].as_array().expect("items").clone();
         assert_eq!(items.len(), 5);
-        assert_eq!(items[0], json!({"id": "doc-0", "content": "<p>where is it</p> limit=5", "score": 0.0}));
+        // Integral scores go out as JavaScript writes them (`0`, not `0.0`).
+        assert_eq!(items[0], json!({"id": "doc-0", "content": "<p>where is it</p> limit=5", "score": 0}));
 
         for invalid in [json!({}), json!({"query": " \t\n"}), json!({"query": "policy", "repository": "other"})] {
             let result = call(&client, invalid).await;

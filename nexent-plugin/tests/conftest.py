@@ -1,6 +1,7 @@
 """The harness: the Nexent SDK test doubles on ``sys.path``, the running processes started by
-``run.sh`` (dev upstream, gateway) and the plugin folder written by the real
-``memgate-gateway write-nexent-plugins``."""
+``run.sh`` (dev upstream, gateway), the plugin folder written by the real
+``memgate-gateway write-nexent-plugins``, Nexent's loader and provider service over it, and the
+retry loop's pauses recorded instead of slept."""
 
 import os
 import sys
@@ -12,6 +13,8 @@ sys.path.insert(0, os.path.join(HERE, "sdk_doubles"))  # the `nexent` TEST DOUBL
 sys.path.insert(0, HERE)
 
 import nexent_loader  # noqa: E402
+import nexent_service  # noqa: E402
+from nexent.memory.providers import retry  # noqa: E402
 
 ENV = {
     name: os.environ.get(name, "")
@@ -36,5 +39,21 @@ def env():
 
 @pytest.fixture(scope="session")
 def plugins(env):
-    scan = nexent_loader.scan(env["MEMGATE_PLUGINS_DIR"])
-    return scan
+    return nexent_loader.PluginLoader(env["MEMGATE_PLUGINS_DIR"]).load_all()
+
+
+@pytest.fixture
+def service(plugins):
+    return nexent_service.ProviderService(plugins)
+
+
+@pytest.fixture(autouse=True)
+def pauses(monkeypatch):
+    """The retry loop's back-off pauses, recorded instead of slept."""
+    recorded = []
+
+    async def record(seconds):
+        recorded.append(seconds)
+
+    monkeypatch.setattr(retry, "_sleep", record)
+    return recorded

@@ -16,8 +16,8 @@ fn stdout(out: &Output) -> String {
 }
 
 #[test]
-fn quickstart_and_gitops_examples_are_valid() {
-    let out = run(&["validate", "examples/quickstart", "examples/gitops"]);
+fn quickstart_oauth_and_gitops_examples_are_valid() {
+    let out = run(&["validate", "examples/quickstart", "examples/oauth", "examples/gitops"]);
     assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
     assert_eq!(stdout(&out), "");
 }

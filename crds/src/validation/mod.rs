@@ -8,6 +8,7 @@
 mod credential;
 mod dialect;
 mod names;
+mod oidc;
 mod origin;
 mod path;
 mod provider;
@@ -15,6 +16,7 @@ mod scope;
 
 pub use credential::{Credential, credential_value};
 pub use dialect::{dialect_preset, dialect_spec};
+pub use oidc::{MAX_OIDC_URL, is_claim_name, is_scope_token, parse_issuer};
 pub use origin::parse_origin;
 pub use path::{check_path, join_url};
 pub use provider::{DialectView, memory_provider, provider_against_dialect, provider_identity};

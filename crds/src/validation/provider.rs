@@ -3,6 +3,7 @@
 use super::{
     Violation,
     names::{check_dns_label, check_dns_subdomain, check_secret_key},
+    oidc::check_oidc,
     origin::parse_origin,
     path::check_path,
     scope::check_scope_id,
@@ -135,17 +136,21 @@ fn check_secret_ref(field: &str, secret_ref: &SecretKeyRef, found: &mut Vec<Viol
 
 fn check_access(spec: &MemoryProviderSpec, found: &mut Vec<Violation>) {
     let access = &spec.access;
-    if !access.anonymous && access.bearer_token.is_none() && access.service_accounts.is_none() {
+    if !access.anonymous && access.bearer_token.is_none() && access.service_accounts.is_none() && access.oidc.is_none()
+    {
         found.push(Violation::new(
             "spec.access",
-            "no caller could reach this provider; set anonymous: true, bearerToken or serviceAccounts",
+            "no caller could reach this provider; set anonymous: true, bearerToken, serviceAccounts or oidc",
         ));
     }
+    if let Some(oidc) = &access.oidc {
+        check_oidc(oidc, found);
+    }
     if access.bind_user_id_to_subject {
-        if access.service_accounts.is_none() {
+        if access.service_accounts.is_none() && access.oidc.is_none() {
             found.push(Violation::new(
                 "spec.access.bindUserIdToSubject",
-                "needs spec.access.serviceAccounts: only a ServiceAccount token names the caller (a shared bearer token names no one)",
+                "needs spec.access.serviceAccounts or spec.access.oidc: only those tokens name the caller (a shared bearer token names no one)",
             ));
         }
         if access.anonymous {
@@ -385,14 +390,42 @@ mod tests {
         };
         let v = memory_provider(&p);
         assert_eq!(fields(&v), ["spec.access.bindUserIdToSubject"]);
-        assert!(v[0].message.contains("serviceAccounts"));
+        assert!(v[0].message.contains("serviceAccounts or spec.access.oidc"));
+    }
+
+    #[test]
+    fn oidc_alone_opens_a_provider_and_can_bind_the_user_id() {
+        let mut p = provider();
+        p.scope.user_id = None;
+        p.access = AccessSpec {
+            oidc: Some(OidcAccess {
+                issuer: "https://login.example.com".into(),
+                allow_insecure_http: false,
+                audiences: vec![],
+                required_scopes: vec![],
+                subject_claim: None,
+                allowed_subjects: vec![],
+                allowed_claim_values: None,
+            }),
+            bind_user_id_to_subject: true,
+            ..AccessSpec::default()
+        };
+        assert!(memory_provider(&p).is_empty());
+        if let Some(oidc) = p.access.oidc.as_mut() {
+            oidc.issuer = "http://login.example.com".into();
+        }
+        assert_eq!(fields(&memory_provider(&p)), ["spec.access.oidc.issuer"]);
     }
 
     #[test]
     fn at_most_32_service_accounts() {
         let mut p = provider();
         let one = ServiceAccountRef { namespace: "agents".into(), name: None };
-        p.access.service_accounts = Some(ServiceAccountAccess { audience: "memgate".into(), allowed: vec![one; 33] });
+        p.access.service_accounts = Some(ServiceAccountAccess {
+            audience: "memgate".into(),
+            allowed: vec![one; 33],
+            verification: Default::default(),
+        });
         assert_eq!(fields(&memory_provider(&p)), ["spec.access.serviceAccounts.allowed"]);
     }
 
@@ -400,7 +433,11 @@ mod tests {
     fn service_account_access_is_checked() {
         let mut p = provider();
         p.access = AccessSpec {
-            service_accounts: Some(ServiceAccountAccess { audience: " ".into(), allowed: vec![] }),
+            service_accounts: Some(ServiceAccountAccess {
+                audience: " ".into(),
+                allowed: vec![],
+                verification: Default::default(),
+            }),
             ..AccessSpec::default()
         };
         assert_eq!(
@@ -410,6 +447,7 @@ mod tests {
         p.access.service_accounts = Some(ServiceAccountAccess {
             audience: "memgate".into(),
             allowed: vec![ServiceAccountRef { namespace: "Team.A".into(), name: None }],
+            verification: Default::default(),
         });
         assert_eq!(fields(&memory_provider(&p)), ["spec.access.serviceAccounts.allowed[0].namespace"]);
     }
@@ -447,6 +485,7 @@ mod tests {
         p.access.service_accounts = Some(ServiceAccountAccess {
             audience: "memgate".into(),
             allowed: vec![ServiceAccountRef { namespace: "agents".into(), name: None }],
+            verification: Default::default(),
         });
         assert!(provider_against_dialect(&p, DialectView { spec: &d, can_write: false }).is_empty());
         let d = dialect(Omit, Omit, Json);

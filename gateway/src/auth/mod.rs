@@ -1,9 +1,10 @@
 //! Who may call a provider: the caller's credentials checked against the provider's [`Access`].
 //!
-//! Owns the decision (allowed as whom, or refused as unauthenticated / forbidden) for both
-//! surfaces. It never stores, logs or formats a presented token: static tokens are compared as
-//! SHA-256 digests in constant time, ServiceAccount tokens are reviewed by the API server
-//! ([`TokenReviewer`]) and cached under a digest only.
+//! Owns the decision (allowed as whom, or refused as unauthenticated / forbidden / lacking a scope)
+//! for both surfaces. It never stores, logs or formats a presented token: static tokens are
+//! compared as SHA-256 digests in constant time, ServiceAccount tokens are reviewed by the API
+//! server ([`TokenReviewer`], cached under a digest only) or verified offline against the cluster's
+//! keys, OIDC access tokens are verified against their issuer's keys ([`verify`], [`keys`]).
 //!
 //! Rules, in order:
 //! 1. No `Authorization` header: allowed (as nobody) only when `anonymous: true` and the provider
@@ -12,12 +13,24 @@
 //!    never falls back to anonymous access).
 //! 3. The provider's static bearer token: allowed as nobody (a shared token names no one, so a
 //!    provider binding `userId` to the caller refuses it as forbidden).
-//! 4. A ServiceAccount token, when `serviceAccounts` is set: reviewed for the provider's audience;
-//!    a token the API server does not accept for that audience is unauthenticated; an accepted
+//! 4. A JWT whose (not yet verified) `iss` is the provider's `oidc.issuer`, when `oidc` is set: it
+//!    is verified by [`verify::verify`] (signature, exact issuer, audience, expiry, scopes,
+//!    allow-lists); a missing scope is [`AuthError::InsufficientScope`], a subject or claim value
+//!    outside the allow-lists forbidden, anything else unauthenticated. The caller's subject is
+//!    [`subject::oidc_user_id`] of issuer and subject claim.
+//! 5. Otherwise a ServiceAccount token, when `serviceAccounts` is set: reviewed for the provider's
+//!    audience (`verification: tokenReview`), or verified offline against the API server's keys
+//!    (`verification: jwks`); a token not valid for that audience is unauthenticated; a valid
 //!    token whose subject `system:serviceaccount:<ns>:<name>` is not in `allowed` is forbidden.
-//! 5. Anything else: unauthenticated.
+//! 6. Anything else: unauthenticated.
+//!
+//! Every decision is counted in `memgate_gateway_auth_checks_total` by provider, method and
+//! outcome (a fixed reason word): never a token, a subject or a claim.
 
+pub mod keys;
 mod review;
+pub mod subject;
+pub mod verify;
 
 use axum::http::HeaderMap;
 use axum::http::header::AUTHORIZATION;
@@ -25,7 +38,11 @@ use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
 use crate::config::Access;
+use crate::metrics::AuthChecks;
+use keys::{KeySource, KeyStore};
+use memgate_crds::{OidcAccess, ServiceAccountAccess, ServiceAccountVerification};
 pub use review::{REVIEW_CACHE_CAPACITY, REVIEW_CACHE_TTL, REVIEW_TIMEOUT, Review, TokenReviewer};
+use verify::{Refusal, TokenRules};
 
 /// Longest bearer token looked at; longer ones are refused without a review.
 pub const MAX_TOKEN_BYTES: usize = 16 * 1024;
@@ -50,8 +67,12 @@ pub enum AuthError {
     /// A valid credential of a caller this provider does not allow (HTTP 403).
     #[error("caller not allowed")]
     Forbidden,
-    /// The Kubernetes API could not review the token now (not configured, unreachable or
-    /// refusing the review) (HTTP 503).
+    /// A valid OAuth access token without a scope the provider requires (HTTP 403,
+    /// `error="insufficient_scope"`).
+    #[error("insufficient scope")]
+    InsufficientScope,
+    /// The token cannot be verified now: the Kubernetes API or the token issuer's keys are not
+    /// configured or not reachable (HTTP 503).
     #[error("caller identity cannot be verified now")]
     Unavailable,
 }
@@ -60,47 +81,201 @@ pub enum AuthError {
 #[derive(Debug, Default)]
 pub struct Authenticator {
     reviewer: Option<TokenReviewer>,
+    keys: Option<KeyStore>,
+    public_url: Option<String>,
+    checks: Option<AuthChecks>,
+}
+
+/// The canonical MCP resource URL of `provider` behind `public_url` (`<public URL>/mcp/<provider>`):
+/// the default accepted audience of its OIDC tokens and the `resource` of its metadata.
+pub fn mcp_resource_url(public_url: &str, provider: &str) -> String {
+    format!("{}/mcp/{provider}", public_url.trim_end_matches('/'))
 }
 
 impl Authenticator {
     /// An authenticator that reviews ServiceAccount tokens with `reviewer`; without one,
-    /// ServiceAccount callers are refused as [`AuthError::Unavailable`].
+    /// ServiceAccount callers of `tokenReview` providers are refused as [`AuthError::Unavailable`].
     pub fn new(reviewer: Option<TokenReviewer>) -> Authenticator {
-        Authenticator { reviewer }
+        Authenticator { reviewer, ..Authenticator::default() }
     }
 
-    /// Decide whether the request with `headers` may call a provider with `access`.
-    pub async fn authenticate(&self, access: &Access, headers: &HeaderMap) -> Result<Caller, AuthError> {
+    /// Verify OIDC and offline ServiceAccount tokens with keys from `keys`; without it such
+    /// callers are refused as [`AuthError::Unavailable`].
+    pub fn with_keys(mut self, keys: KeyStore) -> Authenticator {
+        self.keys = Some(keys);
+        self
+    }
+
+    /// The URL tenants use to reach this gateway (`--public-url`): the default OIDC audience of a
+    /// provider is [`mcp_resource_url`] of it. Without it, OIDC providers must list `audiences`.
+    pub fn with_public_url(mut self, public_url: Option<String>) -> Authenticator {
+        self.public_url = public_url.map(|u| u.trim_end_matches('/').to_string());
+        self
+    }
+
+    /// Count decisions in `checks`.
+    pub fn with_checks(mut self, checks: AuthChecks) -> Authenticator {
+        self.checks = Some(checks);
+        self
+    }
+
+    /// The public URL, if configured.
+    pub fn public_url(&self) -> Option<&str> {
+        self.public_url.as_deref()
+    }
+
+    /// The accepted audiences of `provider`'s OIDC tokens: the configured ones, else its resource URL.
+    pub fn oidc_audiences(&self, provider: &str, oidc: &OidcAccess) -> Vec<String> {
+        if !oidc.audiences.is_empty() {
+            return oidc.audiences.clone();
+        }
+        self.public_url.iter().map(|public| mcp_resource_url(public, provider)).collect()
+    }
+
+    fn count(&self, provider: &str, method: &'static str, outcome: &'static str) {
+        if let Some(checks) = &self.checks {
+            checks.record(provider, method, outcome);
+        }
+    }
+
+    /// Decide whether the request with `headers` may call `provider` with `access`.
+    pub async fn authenticate(
+        &self,
+        provider: &str,
+        access: &Access,
+        headers: &HeaderMap,
+    ) -> Result<Caller, AuthError> {
         let token = match presented_token(headers) {
-            Presented::Nothing if access.anonymous && !access.bind_user_id_to_subject => return Ok(Caller::default()),
-            Presented::Nothing | Presented::Malformed => return Err(AuthError::Unauthenticated),
+            Presented::Nothing if access.anonymous && !access.bind_user_id_to_subject => {
+                self.count(provider, "anonymous", "accepted");
+                return Ok(Caller::default());
+            }
+            Presented::Nothing => {
+                self.count(provider, "none", "missing");
+                return Err(AuthError::Unauthenticated);
+            }
+            Presented::Malformed => {
+                self.count(provider, "none", "malformed");
+                return Err(AuthError::Unauthenticated);
+            }
             Presented::Bearer(token) => token,
         };
         if let Some(expected) = &access.bearer_token
             && tokens_equal(token, expected.expose())
         {
-            return if access.bind_user_id_to_subject { Err(AuthError::Forbidden) } else { Ok(Caller::default()) };
+            if access.bind_user_id_to_subject {
+                self.count(provider, "bearer_token", "not_allowed");
+                return Err(AuthError::Forbidden);
+            }
+            self.count(provider, "bearer_token", "accepted");
+            return Ok(Caller::default());
+        }
+        if !looks_like_jwt(token) {
+            self.count(provider, "none", "unknown_token");
+            return Err(AuthError::Unauthenticated);
+        }
+        if let Some(oidc) = &access.oidc
+            && unverified_issuer(token).as_deref() == Some(oidc.issuer.as_str())
+        {
+            let verdict = self.oidc(provider, oidc, token).await;
+            self.count(provider, "oidc", verdict.as_ref().map_or_else(|reason| *reason, |_| "accepted"));
+            return verdict.map_err(auth_error_of);
         }
         let Some(accounts) = &access.service_accounts else {
+            self.count(provider, "none", "unknown_token");
             return Err(AuthError::Unauthenticated);
         };
-        if !looks_like_jwt(token) {
-            return Err(AuthError::Unauthenticated);
+        let verdict = match accounts.verification {
+            ServiceAccountVerification::TokenReview => self.reviewed(accounts, token).await,
+            ServiceAccountVerification::Jwks => self.service_account_offline(accounts, token).await,
+        };
+        self.count(provider, "service_account", verdict.as_ref().map_or_else(|reason| *reason, |_| "accepted"));
+        verdict.map_err(auth_error_of)
+    }
+
+    async fn oidc(&self, provider: &str, oidc: &OidcAccess, token: &str) -> Result<Caller, &'static str> {
+        let store = self.keys.as_ref().ok_or(UNAVAILABLE)?;
+        let kid = verify::header_kid(token).map_err(Refusal::as_str)?;
+        let audiences = self.oidc_audiences(provider, oidc);
+        if audiences.is_empty() {
+            tracing::warn!(
+                provider,
+                "OIDC provider has no audiences and the gateway has no --public-url: tokens refused"
+            );
+            return Err(Refusal::Audience.as_str());
         }
-        let reviewer = self.reviewer.as_ref().ok_or(AuthError::Unavailable)?;
-        match reviewer.review(token, &accounts.audience).await? {
-            Review::Rejected => Err(AuthError::Unauthenticated),
-            Review::Authenticated { username } => {
-                let allowed = service_account(&username).is_some_and(|(namespace, name)| {
-                    accounts
-                        .allowed
-                        .iter()
-                        .any(|a| a.namespace == namespace && a.name.as_deref().is_none_or(|n| n == name))
-                });
-                if allowed { Ok(Caller { subject: Some(username) }) } else { Err(AuthError::Forbidden) }
-            }
+        let source = KeySource::Issuer { issuer: oidc.issuer.clone(), allow_http: oidc.allow_insecure_http };
+        let issuer_keys = store.keys(&source, kid.as_deref()).await.map_err(|_| UNAVAILABLE)?;
+        let values = oidc.allowed_claim_values.as_ref().map(|v| (v.claim.as_str(), v.values.as_slice()));
+        let rules = TokenRules {
+            issuer: &oidc.issuer,
+            audiences: &audiences,
+            required_scopes: &oidc.required_scopes,
+            subject_claim: oidc.subject_claim(),
+            allowed_subjects: &oidc.allowed_subjects,
+            allowed_claim_values: values,
+        };
+        let verified = verify::verify(token, &issuer_keys.keys, &rules).map_err(Refusal::as_str)?;
+        Ok(Caller { subject: Some(subject::oidc_user_id(&oidc.issuer, &verified.subject)) })
+    }
+
+    async fn reviewed(&self, accounts: &ServiceAccountAccess, token: &str) -> Result<Caller, &'static str> {
+        let reviewer = self.reviewer.as_ref().ok_or(UNAVAILABLE)?;
+        match reviewer.review(token, &accounts.audience).await {
+            Err(_) => Err(UNAVAILABLE),
+            Ok(Review::Rejected) => Err("rejected"),
+            Ok(Review::Authenticated { username }) => allowed_service_account(accounts, username),
         }
     }
+
+    async fn service_account_offline(
+        &self,
+        accounts: &ServiceAccountAccess,
+        token: &str,
+    ) -> Result<Caller, &'static str> {
+        let store = self.keys.as_ref().ok_or(UNAVAILABLE)?;
+        let kid = verify::header_kid(token).map_err(Refusal::as_str)?;
+        let cluster = store.keys(&KeySource::KubernetesApi, kid.as_deref()).await.map_err(|_| UNAVAILABLE)?;
+        let audiences = [accounts.audience.clone()];
+        let rules = TokenRules {
+            issuer: &cluster.issuer,
+            audiences: &audiences,
+            required_scopes: &[],
+            subject_claim: "sub",
+            allowed_subjects: &[],
+            allowed_claim_values: None,
+        };
+        let verified = verify::verify(token, &cluster.keys, &rules).map_err(Refusal::as_str)?;
+        allowed_service_account(accounts, verified.subject)
+    }
+}
+
+/// Outcome word of a verdict that could not be reached (keys or API server unavailable).
+const UNAVAILABLE: &str = "unavailable";
+
+fn auth_error_of(reason: &'static str) -> AuthError {
+    match reason {
+        UNAVAILABLE => AuthError::Unavailable,
+        "insufficient_scope" => AuthError::InsufficientScope,
+        "not_allowed" => AuthError::Forbidden,
+        _ => AuthError::Unauthenticated,
+    }
+}
+
+fn allowed_service_account(accounts: &ServiceAccountAccess, username: String) -> Result<Caller, &'static str> {
+    let allowed = service_account(&username).is_some_and(|(namespace, name)| {
+        accounts.allowed.iter().any(|a| a.namespace == namespace && a.name.as_deref().is_none_or(|n| n == name))
+    });
+    if allowed { Ok(Caller { subject: Some(username) }) } else { Err("not_allowed") }
+}
+
+/// The `iss` claim of a JWT, read without verifying anything: only to choose which verifier runs.
+fn unverified_issuer(token: &str) -> Option<String> {
+    #[derive(serde::Deserialize)]
+    struct IssuerOnly {
+        iss: Option<String>,
+    }
+    jsonwebtoken::dangerous::insecure_decode_claims::<IssuerOnly>(token).ok()?.iss
 }
 
 enum Presented<'a> {
@@ -179,13 +354,13 @@ mod tests {
     fn anonymous_is_allowed_only_when_opted_in() {
         let auth = Authenticator::default();
         let open = Access { anonymous: true, ..Access::default() };
-        assert_eq!(block_on(auth.authenticate(&open, &headers(&[]))), Ok(Caller::default()));
+        assert_eq!(block_on(auth.authenticate("p", &open, &headers(&[]))), Ok(Caller::default()));
         assert_eq!(
-            block_on(auth.authenticate(&bearer_access("t0k3n"), &headers(&[]))),
+            block_on(auth.authenticate("p", &bearer_access("t0k3n"), &headers(&[]))),
             Err(AuthError::Unauthenticated)
         );
         let bound = Access { anonymous: true, bind_user_id_to_subject: true, ..Access::default() };
-        assert_eq!(block_on(auth.authenticate(&bound, &headers(&[]))), Err(AuthError::Unauthenticated));
+        assert_eq!(block_on(auth.authenticate("p", &bound, &headers(&[]))), Err(AuthError::Unauthenticated));
     }
 
     #[test]
@@ -194,7 +369,7 @@ mod tests {
         let open = Access { anonymous: true, ..Access::default() };
         for value in ["Bearer wrong", "Basic dXNlcjpwdw==", "Bearer", "Bearer  ", "bearer a b"] {
             assert_eq!(
-                block_on(auth.authenticate(&open, &headers(&[value]))),
+                block_on(auth.authenticate("p", &open, &headers(&[value]))),
                 Err(AuthError::Unauthenticated),
                 "{value}"
             );
@@ -205,19 +380,28 @@ mod tests {
     fn static_bearer_token_must_match_exactly() {
         let auth = Authenticator::default();
         let access = bearer_access("s3cret-token");
-        assert_eq!(block_on(auth.authenticate(&access, &headers(&["Bearer s3cret-token"]))), Ok(Caller::default()));
-        assert_eq!(block_on(auth.authenticate(&access, &headers(&["bearer s3cret-token"]))), Ok(Caller::default()));
+        assert_eq!(
+            block_on(auth.authenticate("p", &access, &headers(&["Bearer s3cret-token"]))),
+            Ok(Caller::default())
+        );
+        assert_eq!(
+            block_on(auth.authenticate("p", &access, &headers(&["bearer s3cret-token"]))),
+            Ok(Caller::default())
+        );
         for value in ["Bearer s3cret-toke", "Bearer s3cret-token2", "Token s3cret-token", "s3cret-token"] {
             assert_eq!(
-                block_on(auth.authenticate(&access, &headers(&[value]))),
+                block_on(auth.authenticate("p", &access, &headers(&[value]))),
                 Err(AuthError::Unauthenticated),
                 "{value}"
             );
         }
         let twice = headers(&["Bearer s3cret-token", "Bearer s3cret-token"]);
-        assert_eq!(block_on(auth.authenticate(&access, &twice)), Err(AuthError::Unauthenticated));
+        assert_eq!(block_on(auth.authenticate("p", &access, &twice)), Err(AuthError::Unauthenticated));
         let bound = Access { bind_user_id_to_subject: true, ..bearer_access("s3cret-token") };
-        assert_eq!(block_on(auth.authenticate(&bound, &headers(&["Bearer s3cret-token"]))), Err(AuthError::Forbidden));
+        assert_eq!(
+            block_on(auth.authenticate("p", &bound, &headers(&["Bearer s3cret-token"]))),
+            Err(AuthError::Forbidden)
+        );
     }
 
     #[test]
@@ -227,12 +411,13 @@ mod tests {
             service_accounts: Some(ServiceAccountAccess {
                 audience: "memgate".into(),
                 allowed: vec![ServiceAccountRef { namespace: "agents".into(), name: None }],
+                verification: Default::default(),
             }),
             ..Access::default()
         };
-        assert_eq!(block_on(auth.authenticate(&access, &headers(&["Bearer a.b.c"]))), Err(AuthError::Unavailable));
+        assert_eq!(block_on(auth.authenticate("p", &access, &headers(&["Bearer a.b.c"]))), Err(AuthError::Unavailable));
         assert_eq!(
-            block_on(auth.authenticate(&access, &headers(&["Bearer not-a-jwt"]))),
+            block_on(auth.authenticate("p", &access, &headers(&["Bearer not-a-jwt"]))),
             Err(AuthError::Unauthenticated)
         );
     }

@@ -136,6 +136,7 @@ fn resolve(provider: &MemoryProvider, bundle: &Bundle) -> Result<Provider, Viola
             anonymous: spec.access.anonymous,
             bearer_token,
             service_accounts: spec.access.service_accounts.clone(),
+            oidc: spec.access.oidc.clone(),
             bind_user_id_to_subject: spec.access.bind_user_id_to_subject,
         },
     })

@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use memgate_crds::validation::Credential;
-use memgate_crds::{DialectPresetSpec, ServiceAccountAccess};
+use memgate_crds::{DialectPresetSpec, OidcAccess, ServiceAccountAccess};
 use memgate_presets::{ContentEncoding, WriteContract};
 
 use crate::engine::Target;
@@ -66,6 +66,8 @@ pub struct Access {
     pub bearer_token: Option<Credential>,
     /// ServiceAccount tokens accepted (audience + allowed accounts).
     pub service_accounts: Option<ServiceAccountAccess>,
+    /// OAuth access tokens from an OpenID provider.
+    pub oidc: Option<OidcAccess>,
     /// Use the caller's subject as `user_id`.
     pub bind_user_id_to_subject: bool,
 }

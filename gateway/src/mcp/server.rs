@@ -7,12 +7,19 @@
 //! name is a JSON-RPC `invalid params` error. Provider failures are tool results with the fixed
 //! [`FAILURE_TEXT`]. No message ever contains the query, the endpoint, the credential, an upstream
 //! body or an error's own text.
+//!
+//! Methods of capabilities this server does not declare answer JSON-RPC `-32601` (method not
+//! found). Clients such as Qwen Code call `prompts/list` and `resources/list` on every connection
+//! anyway, so those answers are logged at debug only (see [`crate::telemetry`] for rmcp's own
+//! WARN copy of every error answer, which is dropped).
 
 use std::sync::Arc;
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation, JsonObject, ListToolsResult,
-    PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool, ToolAnnotations,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation, JsonObject,
+    ListPromptsRequestMethod, ListPromptsResult, ListResourceTemplatesRequestMethod, ListResourceTemplatesResult,
+    ListResourcesRequestMethod, ListResourcesResult, ListToolsResult, PaginatedRequestParams, ServerCapabilities,
+    ServerConfig, Tool, ToolAnnotations,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
@@ -135,6 +142,33 @@ impl ServerHandler for ContextSearchServer {
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
         Ok(ListToolsResult::with_all_items(vec![tool()]))
+    }
+
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, ErrorData> {
+        tracing::debug!(method = "prompts/list", "MCP method not offered (only tools are)");
+        Err(ErrorData::method_not_found::<ListPromptsRequestMethod>())
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        tracing::debug!(method = "resources/list", "MCP method not offered (only tools are)");
+        Err(ErrorData::method_not_found::<ListResourcesRequestMethod>())
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        tracing::debug!(method = "resources/templates/list", "MCP method not offered (only tools are)");
+        Err(ErrorData::method_not_found::<ListResourceTemplatesRequestMethod>())
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {

@@ -56,8 +56,11 @@ pub(super) async fn admit(
         state.record_refusal(&provider, operation, err.body.code, started.elapsed());
         err
     };
-    let caller =
-        state.auth().authenticate(&provider.access, headers).await.map_err(|e| refuse(ApiError::from_auth(e)))?;
+    let caller = state
+        .auth()
+        .authenticate(&provider.name, &provider.access, headers)
+        .await
+        .map_err(|e| refuse(ApiError::from_auth(e)))?;
     let switches = &state.settings().switches;
     if ingest && !switches.ingest {
         return Err(refuse(ApiError::ingest_switched_off()));

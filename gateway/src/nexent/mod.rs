@@ -197,7 +197,7 @@ impl ApiError {
                 Severity::NonRetryable,
                 "Authentication required.",
             ),
-            AuthError::Forbidden => {
+            AuthError::Forbidden | AuthError::InsufficientScope => {
                 ApiError::new(StatusCode::FORBIDDEN, "forbidden", Severity::NonRetryable, "Access denied.")
             }
             AuthError::Unavailable => ApiError::new(

@@ -5,6 +5,7 @@
 //! nothing about MCP transports and never sees a provider's endpoint or credential. The MCP
 //! surface ([`crate::mcp`]) is its only caller in the gateway.
 
+mod js_json;
 mod query;
 mod render;
 

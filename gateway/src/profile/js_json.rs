@@ -1,0 +1,130 @@
+//! JSON text exactly as JavaScript's `JSON.stringify` writes it, for the two value kinds the
+//! profile result holds: strings and finite numbers.
+//!
+//! Why: Qwen Code turns an MCP tool result into model input by prepending
+//! `JSON.stringify(structuredContent)` unless one text block is exactly that string
+//! (QwenLM/qwen-code `packages/core/src/tools/mcp-tool.ts`, `transformMcpContentToParts`). The text
+//! block is therefore written the way JavaScript would re-serialize the `structuredContent` it
+//! parsed, so the model reads the result once.
+//!
+//! - Strings follow ECMA-262 `QuoteJSONString`: `"` and `\` escaped, `\b \t \n \f \r` short
+//!   escapes, other code points below U+0020 as `\u00xx` (lowercase hex), everything else as is
+//!   (Rust strings hold no lone surrogates, the only other case JavaScript escapes). The profile's
+//!   `<` / `>` escaping is the caller's choice ([`push_string`]'s `escape_angle_brackets`).
+//! - Numbers follow ECMA-262 `Number::toString`: the shortest digits that round-trip (Rust's
+//!   float formatting yields the same digits), integer notation up to 21 digits, `0.000001`
+//!   style down to 1e-6, otherwise `1e+21` / `1.5e-7` style; `-0` is `0`.
+//!
+//! Pure functions, no I/O.
+
+/// Append `text` to `out` as a JSON string literal, escaped as `JSON.stringify` does; with
+/// `escape_angle_brackets`, `<` and `>` are written `\u003c` and `\u003e` (same value, different
+/// bytes).
+pub(crate) fn push_string(out: &mut String, text: &str, escape_angle_brackets: bool) {
+    out.push('"');
+    for ch in text.chars() {
+        match ch {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\u{8}' => out.push_str("\\b"),
+            '\t' => out.push_str("\\t"),
+            '\n' => out.push_str("\\n"),
+            '\u{c}' => out.push_str("\\f"),
+            '\r' => out.push_str("\\r"),
+            '<' if escape_angle_brackets => out.push_str("\\u003c"),
+            '>' if escape_angle_brackets => out.push_str("\\u003e"),
+            ch if u32::from(ch) < 0x20 => out.push_str(&format!("\\u{:04x}", u32::from(ch))),
+            ch => out.push(ch),
+        }
+    }
+    out.push('"');
+}
+
+/// `number` as JavaScript writes it in JSON; non-finite numbers are `null`, as in JavaScript.
+pub(crate) fn number(number: f64) -> String {
+    if !number.is_finite() {
+        return "null".to_string();
+    }
+    if number == 0.0 {
+        return "0".to_string();
+    }
+    let sign = if number < 0.0 { "-" } else { "" };
+    // Shortest round-trip digits: "d[.ddd]e<exp>", no trailing zeros in the mantissa.
+    let scientific = format!("{:e}", number.abs());
+    let (mantissa, exponent) = scientific.split_once('e').unwrap_or((scientific.as_str(), "0"));
+    let digits: String = mantissa.chars().filter(|c| *c != '.').collect();
+    let exponent: i32 = exponent.parse().unwrap_or(0);
+    // ECMA-262 names: k digits, the value is 0.<digits> x 10^n.
+    let k = i32::try_from(digits.len()).unwrap_or(i32::MAX);
+    let n = exponent + 1;
+    let body = if k <= n && n <= 21 {
+        format!("{digits}{}", "0".repeat(usize::try_from(n - k).unwrap_or(0)))
+    } else if 0 < n && n <= 21 {
+        let (whole, fraction) = digits.split_at(usize::try_from(n).unwrap_or(0));
+        format!("{whole}.{fraction}")
+    } else if -6 < n && n <= 0 {
+        format!("0.{}{digits}", "0".repeat(usize::try_from(-n).unwrap_or(0)))
+    } else {
+        let exponent = n - 1;
+        let exponent_sign = if exponent < 0 { '-' } else { '+' };
+        let (first, rest) = digits.split_at(1);
+        let fraction = if rest.is_empty() { String::new() } else { format!(".{rest}") };
+        format!("{first}{fraction}e{exponent_sign}{}", exponent.unsigned_abs())
+    };
+    format!("{sign}{body}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn quoted(text: &str, escape: bool) -> String {
+        let mut out = String::new();
+        push_string(&mut out, text, escape);
+        out
+    }
+
+    #[test]
+    fn numbers_are_written_as_javascript_writes_them() {
+        // Each right-hand side is what node prints for `JSON.stringify(x)`.
+        let cases: [(f64, &str); 22] = [
+            (1.0, "1"),
+            (-1.0, "-1"),
+            (0.0, "0"),
+            (-0.0, "0"),
+            (0.91, "0.91"),
+            (0.1 + 0.2, "0.30000000000000004"),
+            (1e21, "1e+21"),
+            (1e20, "100000000000000000000"),
+            (123_456_789_012_345_680_000.0, "123456789012345680000"),
+            (1e-7, "1e-7"),
+            (1e-6, "0.000001"),
+            (1.5e-7, "1.5e-7"),
+            (0.000_123, "0.000123"),
+            (-2.5e-9, "-2.5e-9"),
+            (1.7976931348623157e308, "1.7976931348623157e+308"),
+            (5e-324, "5e-324"),
+            (2f64.powi(60), "1152921504606847000"),
+            (9_007_199_254_740_993.0, "9007199254740992"),
+            (100.0, "100"),
+            (1.5, "1.5"),
+            (123.456, "123.456"),
+            (1.2345e25, "1.2345e+25"),
+        ];
+        for (value, expected) in cases {
+            assert_eq!(number(value), expected, "{value:e}");
+        }
+        assert_eq!(number(f64::NAN), "null");
+        assert_eq!(number(f64::INFINITY), "null");
+    }
+
+    #[test]
+    fn strings_are_escaped_as_javascript_escapes_them() {
+        assert_eq!(quoted("a\"b\\c", false), r#""a\"b\\c""#);
+        assert_eq!(quoted("\u{8}\t\n\u{c}\r", false), r#""\b\t\n\f\r""#);
+        assert_eq!(quoted("\u{0}\u{1f}\u{7f}", false), "\"\\u0000\\u001f\u{7f}\"");
+        assert_eq!(quoted("é中😀\u{2028}/", false), "\"é中😀\u{2028}/\"");
+        assert_eq!(quoted("<a>", false), "\"<a>\"");
+        assert_eq!(quoted("<a>", true), r#""\u003ca\u003e""#);
+    }
+}
