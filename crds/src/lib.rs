@@ -5,8 +5,9 @@
 //!
 //! Besides the types this crate owns every rule that makes them safe ([`validation`]), the
 //! parsing of the YAML a person writes ([`manifest`]) and the CRD documents ([`crd`]). It performs
-//! no I/O: the operator, the gateway and the `validate` command all call the same functions, so they
-//! can never disagree about what is valid.
+//! no I/O but the bounded reading of YAML source files ([`source_file`]): the operator, the gateway
+//! and the `validate` command all call the same functions, so they can never disagree about what is
+//! valid or about what input is too large or not a file.
 
 pub mod builtin_ids;
 pub mod bundle;
@@ -14,6 +15,7 @@ pub mod crd;
 pub mod dialect_preset;
 pub mod manifest;
 pub mod memory_provider;
+pub mod source_file;
 pub mod status;
 pub mod validation;
 

@@ -83,6 +83,34 @@ const METADATA: &[&str] = &[
     "selfLink",
 ];
 
+/// Largest memgate object accepted, in bytes of its JSON form: what etcd stores for one object by
+/// default (`--max-request-bytes`, 1.5 MiB), so anything larger could never be applied anyway.
+pub const MAX_OBJECT_BYTES: usize = 1536 * 1024;
+
+/// About how many bytes `value` takes as JSON (strings and keys by length, other scalars and
+/// punctuation counted small); cheap, copies nothing.
+pub fn approximate_json_size(value: &Value) -> usize {
+    match value {
+        Value::String(text) => text.len() + 2,
+        Value::Array(items) => items.iter().map(|v| approximate_json_size(v) + 1).sum::<usize>() + 2,
+        Value::Object(map) => map.iter().map(|(k, v)| k.len() + 4 + approximate_json_size(v)).sum::<usize>() + 2,
+        _ => 8,
+    }
+}
+
+/// The violation of a memgate object larger than [`MAX_OBJECT_BYTES`], checked before anything
+/// else looks at it (the CEL evaluation of a huge object costs many copies of it).
+pub fn oversized(value: &Value) -> Option<Violation> {
+    (approximate_json_size(value) > MAX_OBJECT_BYTES).then(|| {
+        Violation::new(
+            "<document>",
+            format!(
+                "is larger than {MAX_OBJECT_BYTES} bytes, more than the Kubernetes API server stores for one object"
+            ),
+        )
+    })
+}
+
 /// Recognise and strictly deserialize one document.
 pub fn classify(value: &Value) -> Result<Object, Vec<Violation>> {
     let Some(map) = value.as_object() else {
@@ -90,6 +118,10 @@ pub fn classify(value: &Value) -> Result<Object, Vec<Violation>> {
     };
     let api_version = map.get("apiVersion").and_then(Value::as_str);
     let kind = map.get("kind").and_then(Value::as_str);
+    let memgate = matches!(kind, Some("DialectPreset" | "MemoryProvider"));
+    if memgate && let Some(too_large) = oversized(value) {
+        return Err(vec![too_large]);
+    }
     match (api_version, kind) {
         (Some("v1"), Some("Secret")) => typed(value).map(|s| Object::Secret(Box::new(s))).map_err(|found| {
             // serde's messages quote the offending value; for a Secret that is a credential.
@@ -249,6 +281,18 @@ spec:
         assert_eq!(classify(&docs[0].1).unwrap_err()[0].field, "kind");
         let values = documents("replicaCount: 2\nimage: {tag: x}\n").expect("yaml");
         assert!(matches!(classify(&values[0].1), Ok(Object::Other)));
+    }
+
+    #[test]
+    fn memgate_objects_larger_than_etcd_stores_are_refused_before_parsing_them() {
+        let huge = PROVIDER.replace("repository-memory", &"x".repeat(MAX_OBJECT_BYTES));
+        let docs = documents(&huge).expect("yaml");
+        let err = classify(&docs[0].1).unwrap_err();
+        assert_eq!((err.len(), err[0].field.as_str()), (1, "<document>"));
+        assert!(!err[0].message.contains("xxxx"), "{}", err[0].message);
+        let json = serde_json::to_vec(&docs[0].1).expect("json").len();
+        let estimate = approximate_json_size(&docs[0].1);
+        assert!(estimate <= json + json / 10 && estimate + estimate / 10 >= json, "{estimate} vs {json}");
     }
 
     #[test]

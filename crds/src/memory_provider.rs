@@ -46,6 +46,9 @@ fn default_timeout_ms() -> u32 {
 )]
 #[x_kube(validation = Rule::new("!has(self.dialect.presetRef) || !has(self.nexent) || !has(self.nexent.ingest) || !self.nexent.ingest").message("spec.nexent.ingest: a custom DialectPreset describes search only; ingest needs a built-in dialect with a verified write contract"))]
 #[x_kube(validation = Rule::new("!has(self.access.bindUserIdToSubject) || !self.access.bindUserIdToSubject || !has(self.scope) || !has(self.scope.userId)").message("spec.scope.userId must be unset when spec.access.bindUserIdToSubject is true: the caller's identity supplies it"))]
+#[x_kube(validation = Rule::new("!has(self.dialect.builtin) || !has(self.scope) || !has(self.scope.userId) || !self.scope.userId.matches('[\\\\s\\\\p{Z}\\\\x{85}]')").message("spec.scope.userId must not contain whitespace (spaces included, also at either end) with a built-in dialect: the Mem0 server refuses such ids with 400"))]
+#[x_kube(validation = Rule::new("!has(self.dialect.builtin) || !has(self.scope) || !has(self.scope.agentId) || !self.scope.agentId.matches('[\\\\s\\\\p{Z}\\\\x{85}]')").message("spec.scope.agentId must not contain whitespace (spaces included, also at either end) with a built-in dialect: the Mem0 server refuses such ids with 400"))]
+#[x_kube(validation = Rule::new("!has(self.dialect.builtin) || !has(self.scope) || !has(self.scope.appId) || !self.scope.appId.matches('[\\\\s\\\\p{Z}\\\\x{85}]')").message("spec.scope.appId must not contain whitespace (spaces included, also at either end) with a built-in dialect: the Mem0 server refuses such ids with 400"))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct MemoryProviderSpec {
     /// Serve this provider at all (default true).

@@ -123,6 +123,7 @@ async fn cel_rules_refuse_every_single_object_violation_naming_the_field() {
         ("builtin-name-taken", "metadata.name"),
         ("get-with-json-body", "spec.search"),
         ("bind-without-service-accounts", "spec.access.bindUserIdToSubject"),
+        ("scope-whitespace", "spec.scope.userId"),
     ] {
         let text = repo_file(&format!("examples/invalid/{example}.yaml"));
         let object = objects(&text).into_iter().next().expect("one object");

@@ -11,7 +11,8 @@
 //! - [`ingest`]: Nexent ingest written upstream exactly once per unit (idempotency ledger).
 //! - [`plugin`]: the Nexent plugin directories (rendering, and writing them into Nexent's folder).
 //! - [`state`]: the shared request state and the one search entry of both surfaces.
-//! - [`server`]: every HTTP route, health, readiness, metrics, graceful shutdown.
+//! - [`server`]: every HTTP route, health, readiness, metrics, the shutdown signal.
+//! - [`listener`]: accepting connections with every resource bounded, and draining on shutdown.
 //! - [`metrics`] and [`telemetry`]: Prometheus metrics, JSON logs and spans.
 
 pub mod auth;
@@ -19,6 +20,7 @@ pub mod config;
 pub mod dev_upstream;
 pub mod engine;
 pub mod ingest;
+pub mod listener;
 pub mod mcp;
 pub mod metrics;
 pub mod nexent;

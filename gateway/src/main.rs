@@ -1,9 +1,15 @@
 //! `memgate-gateway`: serves a config folder of memory providers over MCP and the Nexent API.
 //!
 //! ```text
-//! memgate-gateway serve --config DIR [--listen ADDR] [--allowed-host H ...] [--kubeconfig PATH]
-//!                       [--reload-interval-ms N] [--nexent-max-limit N] [--ledger redis://HOST:PORT]
+//! memgate-gateway serve --config DIR [--listen ADDR] [--admin-listen ADDR] [--allowed-host H ...]
+//!                       [--allowed-origin ORIGIN ...] [--kubeconfig PATH] [--reload-interval-ms N]
+//!                       [--nexent-max-limit N] [--ledger redis://HOST:PORT]
 //!                       [--public-url URL] [--jwks-min-refresh-ms N]
+//!                       [--ledger-max-entries-per-provider N] [--ingest-call-timeout-ms N]
+//!                       [--config-max-file-bytes N] [--config-max-total-bytes N]
+//!                       [--max-connections N] [--max-in-flight N] [--header-read-timeout-ms N]
+//!                       [--idle-timeout-ms N] [--body-read-timeout-ms N] [--write-timeout-ms N]
+//!                       [--max-header-bytes N] [--h2-max-streams N] [--shutdown-timeout-ms N]
 //! memgate-gateway write-nexent-plugins --config DIR --dest DIR --gateway-url URL
 //! memgate-gateway dev-upstream --listen ADDR --api-key KEY     (development aid, not for production)
 //! ```
@@ -20,12 +26,15 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use clap::{Args, Parser, Subcommand};
+use memgate_crds::source_file::{DEFAULT_MAX_FILE_BYTES, DEFAULT_MAX_TOTAL_BYTES, ReadLimits};
 use memgate_gateway::auth::keys::KeyStore;
 use memgate_gateway::auth::{Authenticator, TokenReviewer};
-use memgate_gateway::config::{ConfigHandle, load_dir, watch};
+use memgate_gateway::config::{ConfigHandle, load_dir, load_dir_with, watch};
 use memgate_gateway::engine::{Engine, EngineConfig};
-use memgate_gateway::ingest::{Ledger, MemoryLedger, RedisLedger};
-use memgate_gateway::server::{app, shutdown_signal};
+use memgate_gateway::ingest::{DEFAULT_MAX_ENTRIES, DEFAULT_RESULT_TTL, Ledger, MemoryLedger, RedisLedger};
+use memgate_gateway::listener::{Listener, ListenerLimits, effective_max_connections, limits, open_file_limit};
+use memgate_gateway::mcp::{McpHttpConfig, valid_origin_entry};
+use memgate_gateway::server::{admin_app, app, shutdown_signal};
 use memgate_gateway::state::{AppState, DEFAULT_NEXENT_MAX_LIMIT, KillSwitches, Settings};
 use memgate_gateway::telemetry;
 
@@ -39,7 +48,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Serve the providers of a config folder, reloading it when files change.
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
     /// Run a small in-memory server speaking the self-hosted Mem0 REST routes, for trying memgate
     /// and for tests. Not for production: nothing is persisted and scoring is lexical.
     DevUpstream(DevUpstreamArgs),
@@ -82,6 +91,10 @@ struct ServeArgs {
     /// `Host` header value accepted on `/mcp/*` (repeat for several); default: loopback names only.
     #[arg(long = "allowed-host")]
     allowed_hosts: Vec<String>,
+    /// `Origin` accepted on `/mcp/*` (`scheme://host[:port]`, repeat for several); default: none, so
+    /// any request carrying an `Origin` header (a browser) is refused with 403.
+    #[arg(long = "allowed-origin", value_parser = origin_entry)]
+    allowed_origins: Vec<String>,
     /// Kubeconfig used for TokenReview; default: the in-cluster config when running in a pod.
     #[arg(long)]
     kubeconfig: Option<PathBuf>,
@@ -95,6 +108,19 @@ struct ServeArgs {
     /// in-process (one replica). Prefer the environment variable when the URL holds a password.
     #[arg(long, env = "MEMGATE_INGEST_LEDGER", hide_env_values = true)]
     ledger: Option<String>,
+    /// Deadline of one Nexent ingest call: no unit starts after it (each started unit still gets its
+    /// provider timeout); the rest fail the call with 504 `timeout`, retryable.
+    #[arg(long, default_value_t = 30_000, value_parser = clap::value_parser!(u64).range(100..=600_000))]
+    ingest_call_timeout_ms: u64,
+    /// In-process ledger: most records kept per provider (never evicting one inside the retry window).
+    #[arg(long, default_value_t = DEFAULT_MAX_ENTRIES as u64, value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
+    ledger_max_entries_per_provider: u64,
+    /// Most bytes read from one config file (only regular files are read); larger refuses the config.
+    #[arg(long, default_value_t = DEFAULT_MAX_FILE_BYTES, value_parser = clap::value_parser!(u64).range(1..))]
+    config_max_file_bytes: u64,
+    /// Most bytes read from the config folder and its mounted Secrets together per load.
+    #[arg(long, default_value_t = DEFAULT_MAX_TOTAL_BYTES, value_parser = clap::value_parser!(u64).range(1..))]
+    config_max_total_bytes: u64,
     /// The URL tenants use to reach this gateway (e.g. `https://memgate.example.com`, or the
     /// Service URL in a cluster): OIDC providers' resource URLs are `<URL>/mcp/<provider>` (their
     /// default token audience) and their protected resource metadata is served under it.
@@ -104,6 +130,67 @@ struct ServeArgs {
     /// at most this often).
     #[arg(long, default_value_t = 30_000, value_parser = clap::value_parser!(u64).range(100..))]
     jwks_min_refresh_ms: u64,
+    #[command(flatten)]
+    listener: ListenerArgs,
+}
+
+/// The bounds of the listeners (see the README's "Connections and limits").
+#[derive(Args)]
+struct ListenerArgs {
+    /// Also serve `/healthz`, `/readyz` and `/metrics` on this address, with its own small connection
+    /// cap, so probes and scrapes keep working while the data port is saturated.
+    #[arg(long)]
+    admin_listen: Option<SocketAddr>,
+    /// Most open connections on the data port (lowered to keep 256 file descriptors free); more get
+    /// a short 503 and are closed.
+    #[arg(long, default_value_t = limits::DEFAULT_MAX_CONNECTIONS, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1_000_000))]
+    max_connections: usize,
+    /// Most requests served at once on the data port; more are answered 503 at once.
+    #[arg(long, default_value_t = limits::DEFAULT_MAX_IN_FLIGHT, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=100_000))]
+    max_in_flight: usize,
+    /// A complete request head must arrive within this after connecting (any protocol) or after the
+    /// previous HTTP/1 response.
+    #[arg(long, default_value_t = millis(limits::DEFAULT_HEADER_READ_TIMEOUT), value_parser = clap::value_parser!(u64).range(100..=600_000))]
+    header_read_timeout_ms: u64,
+    /// A connection with no request in flight is closed after this (HTTP/2 keep-alive).
+    #[arg(long, default_value_t = millis(limits::DEFAULT_IDLE_TIMEOUT), value_parser = clap::value_parser!(u64).range(100..=3_600_000))]
+    idle_timeout_ms: u64,
+    /// A request body must arrive whole within this of its head (408 otherwise).
+    #[arg(long, default_value_t = millis(limits::DEFAULT_BODY_READ_TIMEOUT), value_parser = clap::value_parser!(u64).range(100..=600_000))]
+    body_read_timeout_ms: u64,
+    /// A response must be sent within this of its head being ready, else the connection is dropped.
+    #[arg(long, default_value_t = millis(limits::DEFAULT_WRITE_TIMEOUT), value_parser = clap::value_parser!(u64).range(100..=600_000))]
+    write_timeout_ms: u64,
+    /// Most bytes of request head per connection (HTTP/1 buffer, HTTP/2 header list).
+    #[arg(long, default_value_t = limits::DEFAULT_MAX_HEADER_BYTES, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(8192..=1_048_576))]
+    max_header_bytes: usize,
+    /// Most concurrent HTTP/2 streams per connection.
+    #[arg(long, default_value_t = limits::DEFAULT_H2_MAX_STREAMS, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    h2_max_streams: u32,
+    /// After a shutdown signal, how long in-flight requests get to finish.
+    #[arg(long, default_value_t = millis(limits::DEFAULT_SHUTDOWN_TIMEOUT), value_parser = clap::value_parser!(u64).range(0..=600_000))]
+    shutdown_timeout_ms: u64,
+}
+
+impl ListenerArgs {
+    /// The data port's limits, its connection cap lowered to the open-file limit.
+    fn limits(&self) -> ListenerLimits {
+        ListenerLimits {
+            max_connections: effective_max_connections(self.max_connections, open_file_limit()),
+            max_in_flight: self.max_in_flight,
+            header_read_timeout: Duration::from_millis(self.header_read_timeout_ms),
+            idle_timeout: Duration::from_millis(self.idle_timeout_ms),
+            body_read_timeout: Duration::from_millis(self.body_read_timeout_ms),
+            write_timeout: Duration::from_millis(self.write_timeout_ms),
+            max_header_bytes: self.max_header_bytes,
+            h2_max_streams: self.h2_max_streams,
+        }
+    }
+}
+
+/// `duration` in whole milliseconds (for flag defaults).
+const fn millis(duration: Duration) -> u64 {
+    duration.as_secs() * 1000 + duration.subsec_millis() as u64
 }
 
 /// `--public-url`: http(s) with a host, optional path, no user info, query or fragment; the
@@ -129,7 +216,7 @@ async fn main() -> Result<()> {
     let cli = Cli::parse();
     telemetry::init();
     match cli.command {
-        Command::Serve(args) => serve(args).await,
+        Command::Serve(args) => serve(*args).await,
         Command::DevUpstream(args) => dev_upstream(args).await,
         Command::WriteNexentPlugins(args) => write_nexent_plugins(args),
     }
@@ -171,7 +258,9 @@ async fn dev_upstream(args: DevUpstreamArgs) -> Result<()> {
 }
 
 async fn serve(args: ServeArgs) -> Result<()> {
-    let snapshot = load_dir(&args.config)
+    let limits =
+        ReadLimits { max_file_bytes: args.config_max_file_bytes, max_total_bytes: args.config_max_total_bytes };
+    let snapshot = load_dir_with(&args.config, limits)
         .map_err(|err| anyhow::anyhow!("the config in {} cannot be served: {err}", args.config.display()))?;
     tracing::info!(providers = snapshot.providers.len(), disabled = snapshot.disabled.len(), "config loaded");
     let handle = Arc::new(ConfigHandle::new(snapshot));
@@ -187,26 +276,65 @@ async fn serve(args: ServeArgs) -> Result<()> {
     let auth = Authenticator::new(reviewer).with_keys(keys).with_public_url(args.public_url.clone());
     let switches = KillSwitches::from_env();
     tracing::info!(search_enabled = switches.search, ingest_enabled = switches.ingest, "kill switches");
-    let settings = Settings { nexent_max_limit: args.nexent_max_limit, switches };
+    let ingest_call_timeout = Duration::from_millis(args.ingest_call_timeout_ms);
+    let settings = Settings { nexent_max_limit: args.nexent_max_limit, switches, ingest_call_timeout };
     let ledger: Arc<dyn Ledger> = match args.ledger.as_deref() {
         Some(url) => Arc::new(RedisLedger::new(url).map_err(|err| anyhow::anyhow!("--ledger: {err}"))?),
-        None => Arc::new(MemoryLedger::default()),
+        None => {
+            let per_provider = usize::try_from(args.ledger_max_entries_per_provider).unwrap_or(DEFAULT_MAX_ENTRIES);
+            Arc::new(MemoryLedger::new(DEFAULT_RESULT_TTL, per_provider))
+        }
     };
     tracing::info!(ledger = if args.ledger.is_some() { "redis" } else { "memory" }, "ingest ledger");
     let state = Arc::new(AppState::new(Arc::clone(&handle), engine, auth, settings).with_ledger(ledger));
 
-    let watcher = tokio::spawn(watch(handle, args.config.clone(), Duration::from_millis(args.reload_interval_ms)));
-    let listener =
-        tokio::net::TcpListener::bind(args.listen).await.with_context(|| format!("listening on {}", args.listen))?;
-    let address = listener.local_addr().context("reading the bound address")?;
-    tracing::info!(address = %address, "listening");
-    axum::serve(listener, app(state, args.allowed_hosts))
-        .with_graceful_shutdown(shutdown_signal())
-        .await
-        .context("serving HTTP")?;
+    let interval = Duration::from_millis(args.reload_interval_ms);
+    let watcher = tokio::spawn(watch(handle, args.config.clone(), interval, limits));
+    let bounds = args.listener.limits();
+    if bounds.max_connections < args.listener.max_connections {
+        tracing::warn!(
+            max_connections = bounds.max_connections,
+            "--max-connections lowered to keep file descriptors free under the open-file limit"
+        );
+    }
+    let drain = Duration::from_millis(args.listener.shutdown_timeout_ms);
+    let admin = match args.listener.admin_listen {
+        Some(address) => {
+            let socket = bind(address).await?;
+            tracing::info!(address = %socket.local_addr().context("reading the bound address")?, "admin listening");
+            Some(Listener::new("admin", socket, admin_app(Arc::clone(&state)), bounds.admin()))
+        }
+        None => None,
+    };
+    let socket = bind(args.listen).await?;
+    let address = socket.local_addr().context("reading the bound address")?;
+    tracing::info!(
+        address = %address,
+        max_connections = bounds.max_connections,
+        max_in_flight = bounds.max_in_flight,
+        "listening"
+    );
+    let mcp_http = McpHttpConfig { allowed_hosts: args.allowed_hosts, allowed_origins: args.allowed_origins };
+    let data = Listener::new("data", socket, app(state, mcp_http), bounds);
+
+    let (stop, stopping) = tokio::sync::watch::channel(false);
+    tokio::spawn(async move {
+        shutdown_signal().await;
+        let _ = stop.send(true);
+    });
+    let serve_admin = async {
+        if let Some(admin) = admin {
+            admin.run(stopping.clone(), drain).await;
+        }
+    };
+    tokio::join!(data.run(stopping.clone(), drain), serve_admin);
     watcher.abort();
     tracing::info!("stopped");
     Ok(())
+}
+
+async fn bind(address: SocketAddr) -> Result<tokio::net::TcpListener> {
+    tokio::net::TcpListener::bind(address).await.with_context(|| format!("listening on {address}"))
 }
 
 /// The client for TokenReview: from `--kubeconfig` (which must work), else in-cluster when in a pod
@@ -234,4 +362,13 @@ async fn kube_client(kubeconfig: Option<&Path>) -> Result<Option<kube::Client>> 
         }
     };
     Ok(Some(kube::Client::try_from(config).context("building the Kubernetes client")?))
+}
+
+/// Parse one `--allowed-origin` value.
+fn origin_entry(raw: &str) -> Result<String, String> {
+    if valid_origin_entry(raw) {
+        Ok(raw.trim().to_string())
+    } else {
+        Err("expected scheme://host[:port] (no path) or null".to_string())
+    }
 }

@@ -1,4 +1,5 @@
-//! The HTTP server: every route of the gateway in one axum [`Router`], and graceful shutdown.
+//! The HTTP routes: every route of the gateway in one axum [`Router`], the admin port's routes, and
+//! the shutdown signal. Sockets, limits and draining are [`crate::listener`]'s.
 //!
 //! | route | what |
 //! |---|---|
@@ -9,6 +10,10 @@
 //! | `GET /readyz` | 200 with `{"ready":true,"providers":N,"generation":G,"lastReloadError":null\|"..."}` |
 //! | `GET /metrics` | OpenMetrics text ([`crate::metrics`]) |
 //! | `GET /.well-known/oauth-protected-resource[/mcp/{provider}]` | RFC 9728 metadata of OIDC providers ([`crate::oauth_resource`]) |
+//!
+//! `/healthz`, `/readyz` and `/metrics` are also the whole of [`admin_app`], served on the admin port when one is
+//! configured; on the data port they stay for compatibility and for load balancers that check the
+//! data path itself (they answer from memory and hold nothing a tenant could not already learn).
 //!
 //! `/readyz` is 200 whenever a config is loaded, which is always true once the server listens (the
 //! binary refuses to start without a valid config). When the newest config on disk was refused,
@@ -38,12 +43,12 @@ use crate::nexent::{self, ApiError, json_response};
 use crate::state::{AppState, AuthorizedProvider};
 use crate::{mcp, oauth_resource};
 
-/// The whole gateway as one router. `allowed_hosts` are the `Host` values the MCP transport
-/// accepts (empty: loopback only, see [`mcp::transport_config`]).
-pub fn app(state: Arc<AppState>, allowed_hosts: Vec<String>) -> Router {
+/// The whole gateway as one router. `mcp_http` says which hosts and origins `/mcp/*` accepts
+/// (see [`mcp::McpHttpConfig`]).
+pub fn app(state: Arc<AppState>, mcp_http: mcp::McpHttpConfig) -> Router {
     let search: Arc<dyn mcp::ProviderSearch> = Arc::clone(&state) as Arc<dyn mcp::ProviderSearch>;
     let mcp_routes =
-        mcp::router(search, allowed_hosts).route_layer(middleware::from_fn_with_state(Arc::clone(&state), mcp_guard));
+        mcp::router_with(search, mcp_http).route_layer(middleware::from_fn_with_state(Arc::clone(&state), mcp_guard));
     let own = Router::new()
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
@@ -52,6 +57,17 @@ pub fn app(state: Arc<AppState>, allowed_hosts: Vec<String>) -> Router {
         .merge(oauth_resource::router())
         .with_state(state);
     own.merge(mcp_routes)
+}
+
+/// The admin port's routes: `/healthz`, `/readyz` and `/metrics` only, the same handlers as on the
+/// data port. Served by their own listener (`--admin-listen`), so probes and scrapes keep working
+/// while tenants saturate the data port.
+pub fn admin_app(state: Arc<AppState>) -> Router {
+    Router::new()
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
+        .route("/metrics", get(metrics))
+        .with_state(state)
 }
 
 /// Access control and the kill switch in front of `/mcp/{provider}`; puts the [`Caller`] and the

@@ -17,7 +17,7 @@ use tracing::Instrument;
 use crate::auth::{Authenticator, Caller};
 use crate::config::{ConfigHandle, Provider};
 use crate::engine::{Engine, EngineError, Item, Target};
-use crate::ingest::{IngestError, IngestRequest, IngestResult, Ledger, MemoryLedger, UnitStatus};
+use crate::ingest::{CallControl, IngestError, IngestRequest, IngestResult, Ledger, MemoryLedger, UnitStatus};
 use crate::mcp::ProviderSearch;
 use crate::metrics::{Metrics, Operation, Outcome};
 use crate::telemetry;
@@ -69,11 +69,17 @@ pub struct Settings {
     pub nexent_max_limit: u32,
     /// Kill switches.
     pub switches: KillSwitches,
+    /// Deadline of one Nexent ingest call (see [`crate::ingest::CallControl`]).
+    pub ingest_call_timeout: Duration,
 }
 
 impl Default for Settings {
     fn default() -> Self {
-        Settings { nexent_max_limit: DEFAULT_NEXENT_MAX_LIMIT, switches: KillSwitches::default() }
+        Settings {
+            nexent_max_limit: DEFAULT_NEXENT_MAX_LIMIT,
+            switches: KillSwitches::default(),
+            ingest_call_timeout: crate::ingest::DEFAULT_CALL_TIMEOUT,
+        }
     }
 }
 
@@ -181,22 +187,32 @@ impl AppState {
     /// Write `request`'s units to `provider` on behalf of `caller` through [`crate::ingest`] and
     /// the ledger, recording metrics (the call and its units by status), the span and one log
     /// event. With `bindUserIdToSubject` a caller without a subject fails as
-    /// [`EngineError::InvalidRequest`] without any upstream request. Run it to completion (the
-    /// route spawns it): a dropped call leaves its current unit to lapse into degraded.
+    /// [`EngineError::InvalidRequest`] without any upstream request. `control` bounds the call as a
+    /// whole (deadline, caller gone: checked before each unit). Run it to completion (the route
+    /// spawns it and cancels through `control`): a dropped call leaves its current unit to lapse
+    /// into degraded.
     pub async fn ingest(
         &self,
         provider: &Provider,
         caller: &Caller,
         request: IngestRequest,
+        control: &CallControl,
     ) -> Result<IngestResult, IngestError> {
         let operation = Operation::NexentIngest;
         let span = telemetry::provider_span(operation, &provider.name);
         let mut record = Recording::start(&self.metrics, provider, operation, &span);
         let result = match target_for(provider, caller) {
             Some(target) => {
-                crate::ingest::ingest_with_target(&self.engine, provider, &target, self.ledger.0.as_ref(), request)
-                    .instrument(span.clone())
-                    .await
+                crate::ingest::ingest_controlled(
+                    &self.engine,
+                    provider,
+                    &target,
+                    self.ledger.0.as_ref(),
+                    request,
+                    control,
+                )
+                .instrument(span.clone())
+                .await
             }
             None => Err(IngestError::Upstream { error: EngineError::InvalidRequest, accepted_before: 0 }),
         };
@@ -214,6 +230,7 @@ impl AppState {
                 span.record("memory.unit.rejected_count", outcome.rejected_count);
                 record.finish(Outcome::Ok(outcome.accepted_count));
             }
+            Err(IngestError::Cancelled { .. }) => record.finish(Outcome::Cancelled),
             Err(err) => record.finish(Outcome::Error(err.code().as_str())),
         }
         result
@@ -221,11 +238,19 @@ impl AppState {
 }
 
 /// The provider's target, with `user_id` bound to the caller's subject when the provider binds it;
-/// `None` when it binds and the caller has no subject.
+/// `None` when it binds and the caller has no subject, or a subject that is not a valid scope id
+/// for the provider's dialect (the same rule as `spec.scope.userId`, see
+/// [`memgate_crds::validation::scope_id_problem`]): nothing is sent upstream then.
 fn target_for<'a>(provider: &'a Provider, caller: &Caller) -> Option<Cow<'a, Target>> {
     if provider.access.bind_user_id_to_subject {
+        let subject = caller.subject.clone()?;
+        let builtin = memgate_presets::get(&provider.dialect_id).is_some();
+        if memgate_crds::validation::scope_id_problem(&subject, builtin).is_some() {
+            tracing::warn!(provider = %provider.name, "caller subject refused as user_id: not a valid scope id");
+            return None;
+        }
         let mut scope = provider.target.scope.clone();
-        scope.user_id = Some(caller.subject.clone()?);
+        scope.user_id = Some(subject);
         Some(Cow::Owned(Target { scope, ..provider.target.clone() }))
     } else {
         Some(Cow::Borrowed(&provider.target))
@@ -346,6 +371,43 @@ static NO_EXTENSIONS: std::sync::LazyLock<http::Extensions> = std::sync::LazyLoc
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn bound_provider(dialect: &str, scope: &str) -> Arc<Provider> {
+        let text = format!(
+            "apiVersion: memgate.io/v1alpha1\nkind: MemoryProvider\nmetadata: {{name: p, namespace: agents}}\nspec:\n  \
+             dialect: {{{dialect}}}\n  endpoint: {{origin: \"http://127.0.0.1:1\", allowInsecureHttp: true}}\n  \
+             credentials: {{secretRef: {{name: s, key: k}}}}\n  scope: {scope}\n  access: {{bindUserIdToSubject: true, \
+             serviceAccounts: {{audience: memgate, allowed: [{{namespace: agents}}]}}}}\n---\napiVersion: v1\nkind: Secret\n\
+             metadata: {{name: s, namespace: agents}}\nstringData: {{k: key}}\n---\napiVersion: memgate.io/v1alpha1\n\
+             kind: DialectPreset\nmetadata: {{name: team}}\nspec:\n  dialectVersion: 1\n  auth: x-api-key\n  search: \
+             {{method: POST, path: /s, queryLocation: json, userIdLocation: json, agentIdLocation: omit, appIdLocation: omit, \
+             limitField: limit}}\n  response: {{collection: results, idField: id, contentField: memory, titleField: omit, \
+             uriField: omit, scoreField: omit, updatedAtField: omit}}\n"
+        );
+        let docs: Vec<_> = memgate_crds::manifest::documents(&text)
+            .expect("yaml")
+            .into_iter()
+            .map(|(i, v)| (format!("t#{i}"), v))
+            .collect();
+        let snapshot = crate::config::build_snapshot(&docs, &Default::default()).expect("valid config");
+        Arc::clone(snapshot.provider("p").expect("served"))
+    }
+
+    #[test]
+    fn a_bound_subject_follows_the_scope_id_rule_of_the_dialect() {
+        let builtin = bound_provider("builtin: mem0-oss-rest-2026-08", "{agentId: qwen-code}");
+        let caller = |subject: &str| Caller { subject: Some(subject.to_string()) };
+        let sa = "system:serviceaccount:agents:qwen-code";
+        let target = target_for(&builtin, &caller(sa)).expect("a ServiceAccount subject is a valid id");
+        assert_eq!(target.scope.user_id.as_deref(), Some(sa));
+        for bad in ["alice smith", " alice", "alice\u{3000}", "", "a\nb"] {
+            assert!(target_for(&builtin, &caller(bad)).is_none(), "{bad:?} must not reach a Mem0 upstream");
+        }
+        assert!(target_for(&builtin, &Caller::default()).is_none());
+        let custom = bound_provider("presetRef: team", "{}");
+        assert!(target_for(&custom, &caller("alice smith")).is_some(), "custom dialects keep the general rule");
+        assert!(target_for(&custom, &caller("a\nb")).is_none());
+    }
 
     #[test]
     fn switches_default_on_and_fail_closed_on_unknown_values() {

@@ -13,6 +13,7 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
+use memgate_crds::source_file::{DEFAULT_MAX_FILE_BYTES, DEFAULT_MAX_TOTAL_BYTES, ReadLimits};
 use memgate_operator::http::{self, Health};
 use memgate_operator::metrics::Metrics;
 use memgate_operator::settings::{RunArgs, Settings};
@@ -36,9 +37,15 @@ enum Command {
     ///
     /// Exit status: 0 all valid, 1 any invalid, 2 unreadable or unparsable input.
     Validate {
-        /// YAML files or folders (searched recursively for *.yaml and *.yml).
+        /// YAML files or folders (searched recursively for *.yaml and *.yml; only regular files are read).
         #[arg(required = true)]
         paths: Vec<PathBuf>,
+        /// Most bytes read from one file; a larger file is unreadable input (exit 2).
+        #[arg(long, default_value_t = DEFAULT_MAX_FILE_BYTES, value_parser = clap::value_parser!(u64).range(1..))]
+        max_file_bytes: u64,
+        /// Most bytes read from all files together; past it the run stops as unreadable input (exit 2).
+        #[arg(long, default_value_t = DEFAULT_MAX_TOTAL_BYTES, value_parser = clap::value_parser!(u64).range(1..))]
+        max_total_bytes: u64,
     },
 }
 
@@ -67,8 +74,9 @@ fn main() -> ExitCode {
                 ExitCode::from(2)
             }
         },
-        Command::Validate { paths } => {
-            let report = offline::validate_paths(&paths);
+        Command::Validate { paths, max_file_bytes, max_total_bytes } => {
+            let limits = ReadLimits { max_file_bytes, max_total_bytes };
+            let report = offline::validate_paths(&paths, limits);
             for line in &report.lines {
                 println!("{line}");
             }

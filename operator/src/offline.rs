@@ -7,12 +7,13 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use kube::CustomResourceExt;
 use kube::core::cel::{ErrorKind, Validator};
 use memgate_crds::bundle::{Bundle, MissingSecrets, provider_references};
-use memgate_crds::manifest::{Object, classify, documents, identity, secret_data};
+use memgate_crds::manifest::{Object, classify, documents, identity, oversized, secret_data};
+use memgate_crds::source_file::{ReadLimits, SourceError, SourceReader, collect_yaml_files};
 use memgate_crds::validation::{Violation, memory_provider, provider_identity};
 use memgate_crds::{DialectPreset, MemoryProvider, crd};
 use serde_json::Value;
@@ -81,14 +82,15 @@ impl Report {
     }
 }
 
-/// Validate every YAML document under `paths`.
-pub fn validate_paths(paths: &[PathBuf]) -> Report {
+/// Validate every YAML document under `paths`, reading within `limits` (only regular files; a file
+/// over the per-file limit, or one that would take the total over its limit, is unreadable input).
+pub fn validate_paths(paths: &[PathBuf], limits: ReadLimits) -> Report {
     let mut report = Report::default();
     let mut files = Vec::new();
     let mut seen = BTreeSet::new();
     for path in paths {
         let before = files.len();
-        match collect_files(path, &mut files, &mut seen) {
+        match collect_yaml_files(path, &mut files, &mut seen) {
             // A path that holds no YAML at all is almost always a wrong path in a pipeline.
             Ok(()) if files.len() == before && path.is_dir() => {
                 report.unreadable += 1;
@@ -105,13 +107,26 @@ pub fn validate_paths(paths: &[PathBuf]) -> Report {
     let mut providers: Vec<(Origin, MemoryProvider)> = Vec::new();
     let mut seen: BTreeMap<String, Origin> = BTreeMap::new();
     let schemas = Schemas::new();
-    for file in files {
+    let mut reader = SourceReader::new(limits);
+    let count = files.len();
+    for (position, file) in files.into_iter().enumerate() {
         let name = file.display().to_string();
-        let text = match std::fs::read_to_string(&file) {
+        let text = match reader.read_text(&file) {
             Ok(text) => text,
+            Err(err @ SourceError::TotalTooLarge { .. }) => {
+                report.unreadable += 1;
+                let rest = count - position - 1;
+                report.lines.push(format!("{name}: {err} (--max-total-bytes); {rest} further file(s) not read"));
+                break;
+            }
+            Err(err @ SourceError::FileTooLarge { .. }) => {
+                report.unreadable += 1;
+                report.lines.push(format!("{name}: {err} (--max-file-bytes)"));
+                continue;
+            }
             Err(err) => {
                 report.unreadable += 1;
-                report.lines.push(format!("{name}: unreadable: {err}"));
+                report.lines.push(format!("{name}: {err}"));
                 continue;
             }
         };
@@ -180,7 +195,8 @@ fn check_document(
         Ok(Object::Other) => {}
         Err(violations) => found.extend(violations.iter().cloned()),
     }
-    if memgate {
+    // An oversized object is reported by `classify` alone: its CEL evaluation would cost many copies.
+    if memgate && oversized(value).is_none() {
         let typed_ok = parsed.is_ok();
         for v in schemas.cel(value, typed_ok) {
             let covered = found.iter().any(|f| f.field.starts_with(&v.field) || v.field.starts_with(&f.field));
@@ -257,33 +273,6 @@ fn without_nulls(value: &Value) -> Value {
     }
 }
 
-/// Every `*.yaml`/`*.yml` under `path`, each once: symlinks are followed but every folder is visited
-/// once (so a loop ends), hidden entries are skipped (the `..data` folders of mounted volumes hold
-/// the same files again), and a file named twice is read once.
-fn collect_files(path: &Path, out: &mut Vec<PathBuf>, seen: &mut BTreeSet<PathBuf>) -> std::io::Result<()> {
-    let canonical = std::fs::canonicalize(path)?;
-    if !seen.insert(canonical.clone()) {
-        return Ok(());
-    }
-    if canonical.is_dir() {
-        let mut entries: Vec<PathBuf> = std::fs::read_dir(path)?
-            .filter_map(Result::ok)
-            .filter(|e| !e.file_name().to_string_lossy().starts_with('.'))
-            .map(|e| e.path())
-            .collect();
-        entries.sort();
-        for entry in entries {
-            let is_yaml = entry.extension().is_some_and(|e| e == "yaml" || e == "yml");
-            if entry.is_dir() || is_yaml {
-                collect_files(&entry, out, seen)?;
-            }
-        }
-    } else {
-        out.push(path.to_path_buf());
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -313,12 +302,30 @@ mod tests {
             "builtin-name-taken",
             "get-with-json-body",
             "bind-without-service-accounts",
+            "scope-whitespace",
         ] {
             let (expect, doc) = example(name);
             let fields: Vec<_> = schemas.cel(&doc, true).into_iter().map(|v| v.field).collect();
             let search_rule = expect.starts_with("spec.search") && fields.iter().any(|f| f == "spec.search");
             assert!(fields.contains(&expect) || search_rule, "{name}: CEL flagged {fields:?}, expected {expect}");
         }
+    }
+
+    /// The CEL whitespace rule matches the pure rule: every Unicode space the Mem0 server refuses,
+    /// for built-in dialects only.
+    #[test]
+    fn cel_refuses_scope_whitespace_for_builtin_dialects_only() {
+        let schemas = Schemas::new();
+        let (_, doc) = example("scope-whitespace");
+        for id in ["repo\u{3000}memory", "repo\u{a0}memory", " repo", "repo\u{2028}", "repo\u{85}x"] {
+            let mut doc = doc.clone();
+            doc["spec"]["scope"]["userId"] = Value::String(id.to_string());
+            let fields: Vec<_> = schemas.cel(&doc, true).into_iter().map(|v| v.field).collect();
+            assert!(fields.contains(&"spec.scope.userId".to_string()), "{id:?}: {fields:?}");
+        }
+        let mut custom = doc.clone();
+        custom["spec"]["dialect"] = serde_json::json!({"presetRef": "team-search-v1"});
+        assert!(schemas.cel(&custom, true).is_empty(), "{:?}", schemas.cel(&custom, true));
     }
 
     #[test]

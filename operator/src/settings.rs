@@ -27,6 +27,10 @@ pub struct RunArgs {
     /// Port the gateway serves MCP and Nexent on (also the Service port).
     #[arg(long, env = "MEMGATE_GATEWAY_PORT", default_value_t = 8080, value_parser = clap::value_parser!(u16).range(1..))]
     pub gateway_port: u16,
+    /// Port of the gateway's admin listener (`/healthz`, `/readyz`, `/metrics`): probes and scrapes use it,
+    /// so they keep working while the serving port is saturated. Not exposed by the Service.
+    #[arg(long, env = "MEMGATE_GATEWAY_ADMIN_PORT", default_value_t = 9090, value_parser = clap::value_parser!(u16).range(1..))]
+    pub gateway_admin_port: u16,
     /// CPU request of a gateway container.
     #[arg(long, env = "MEMGATE_GATEWAY_CPU_REQUEST", default_value = "50m")]
     pub gateway_cpu_request: String,
@@ -128,6 +132,8 @@ pub struct GatewaySettings {
     pub replicas: i32,
     /// Serving port (container and Service).
     pub port: u16,
+    /// Admin port (probes and metrics; never on the Service).
+    pub admin_port: u16,
     /// Requests and limits of the gateway container.
     pub resources: Resources,
     /// Extra `Host` names accepted on `/mcp/*`.
@@ -211,6 +217,12 @@ impl TryFrom<RunArgs> for Settings {
                 return Err(bad(flag, "must be a Kubernetes quantity such as 100m, 1, 64Mi or 1Gi"));
             }
         }
+        if args.gateway_admin_port == args.gateway_port {
+            return Err(bad(
+                "gateway-admin-port",
+                "must differ from --gateway-port (the admin port is never on the Service)",
+            ));
+        }
         for host in &args.gateway_extra_allowed_hosts {
             check_host(host)?;
         }
@@ -278,6 +290,7 @@ impl TryFrom<RunArgs> for Settings {
                 image_pull_policy: args.gateway_image_pull_policy,
                 replicas: args.gateway_replicas,
                 port: args.gateway_port,
+                admin_port: args.gateway_admin_port,
                 resources: Resources {
                     cpu_request: args.gateway_cpu_request,
                     memory_request: args.gateway_memory_request,
@@ -383,10 +396,18 @@ mod tests {
     }
 
     #[test]
+    fn admin_port_must_differ_from_the_serving_port() {
+        let err = parse(&["--gateway-port", "9000", "--gateway-admin-port", "9000"]).unwrap_err();
+        assert_eq!(err.flag, "gateway-admin-port");
+        assert!(parse(&["--gateway-port", "9000", "--gateway-admin-port", "9001"]).is_ok());
+    }
+
+    #[test]
     fn defaults_are_usable() {
         let settings = parse(&[]).expect("defaults");
         assert_eq!(settings.gateway.replicas, 2);
         assert_eq!(settings.gateway.port, 8080);
+        assert_eq!(settings.gateway.admin_port, 9090);
         assert!(settings.gateway.ledger.is_none());
         assert!(settings.cluster_wide());
         assert!(settings.leader.is_some());

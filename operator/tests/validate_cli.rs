@@ -158,3 +158,79 @@ fn every_problem_of_a_field_is_listed() {
     assert_eq!(out.status.code(), Some(1));
     assert_eq!(stdout(&out).matches("spec.endpoint.basePath: ").count(), 3, "{}", stdout(&out));
 }
+
+/// A pull request can add `evil.yaml -> /dev/zero` or a FIFO named `*.yaml`: neither is read (no
+/// memory growth, no blocking), both are named, and the run ends as unreadable input.
+#[cfg(unix)]
+#[test]
+fn devices_and_fifos_are_refused_without_reading_or_blocking() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::os::unix::fs::symlink("/dev/zero", dir.path().join("evil.yaml")).expect("symlink");
+    let made = Command::new("mkfifo").arg(dir.path().join("pipe.yaml")).status().expect("mkfifo");
+    assert!(made.success());
+    std::fs::copy(repo().join("examples/quickstart/mem0-oss.yaml"), dir.path().join("ok.yaml")).expect("copy");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_memgate-operator"))
+        .args(["validate", &dir.path().to_string_lossy()])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("binary runs");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while child.try_wait().expect("wait").is_none() {
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("validate blocked on a FIFO or kept reading /dev/zero");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let out = child.wait_with_output().expect("output");
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(2), "{text}");
+    assert!(text.contains("evil.yaml: not a regular file (a device)"), "{text}");
+    assert!(text.contains("pipe.yaml: not a regular file (a FIFO)"), "{text}");
+}
+
+/// Bytes are capped per file and in total, with a message naming the file and the flag.
+#[test]
+fn oversized_input_is_unreadable_and_names_the_limit() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let example = std::fs::read_to_string(repo().join("examples/quickstart/mem0-oss.yaml")).expect("example");
+    std::fs::write(dir.path().join("a.yaml"), &example).expect("write");
+    std::fs::write(dir.path().join("b.yaml"), &example).expect("write");
+    let path = dir.path().to_string_lossy().into_owned();
+    let small = (example.len() - 1).to_string();
+    let out = run(&["validate", "--max-file-bytes", &small, &path]);
+    assert_eq!(out.status.code(), Some(2), "{}", stdout(&out));
+    assert!(
+        stdout(&out).contains(&format!("a.yaml: larger than the limit of {small} bytes per file (--max-file-bytes)"))
+    );
+    let total = (example.len() + 1).to_string();
+    let out = run(&["validate", "--max-total-bytes", &total, &path]);
+    assert_eq!(out.status.code(), Some(2), "{}", stdout(&out));
+    let text = stdout(&out);
+    assert!(text.contains("b.yaml: reading it would exceed the limit") && text.contains("--max-total-bytes"), "{text}");
+}
+
+/// One 50 MiB memgate document: refused by the default per-file limit without being parsed, and,
+/// when a larger limit lets it through, checked in memory a small multiple of its size (the
+/// process runs under an address-space limit of 8 times the file; before the bound it needed 12).
+#[cfg(unix)]
+#[test]
+fn a_50_mib_document_stays_within_a_small_multiple_of_its_size() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let example = std::fs::read_to_string(repo().join("examples/quickstart/mem0-oss.yaml")).expect("example");
+    let huge = example.replacen("repository-memory", &"x".repeat(50 * 1024 * 1024), 1);
+    assert!(huge.len() > 50 * 1024 * 1024, "the example must hold the scope id");
+    let file = dir.path().join("huge.yaml");
+    std::fs::write(&file, huge).expect("write");
+    let binary = env!("CARGO_BIN_EXE_memgate-operator");
+    let limited = |extra: &str| {
+        let script = format!("ulimit -v {}; exec \"$0\" validate {extra} \"$1\"", 8 * 50 * 1024);
+        Command::new("sh").args(["-c", &script, binary, &file.to_string_lossy()]).output().expect("sh runs")
+    };
+    let out = limited("");
+    assert_eq!(out.status.code(), Some(2), "{}", stdout(&out));
+    assert!(stdout(&out).contains("--max-file-bytes"), "{}", stdout(&out));
+    let out = limited("--max-file-bytes 67108864");
+    assert_eq!(out.status.code(), Some(1), "must finish within the memory limit: {}", stdout(&out));
+    assert!(stdout(&out).contains("<document>: is larger than"), "{}", stdout(&out));
+}

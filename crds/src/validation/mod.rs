@@ -12,6 +12,7 @@ mod oidc;
 mod origin;
 mod path;
 mod provider;
+mod scope;
 
 pub use credential::{Credential, credential_value};
 pub use dialect::{dialect_preset, dialect_spec};
@@ -19,6 +20,7 @@ pub use oidc::{MAX_OIDC_URL, is_claim_name, is_scope_token, parse_issuer};
 pub use origin::parse_origin;
 pub use path::{check_path, join_url};
 pub use provider::{DialectView, memory_provider, provider_against_dialect, provider_identity};
+pub use scope::{MAX_SCOPE_ID_CHARS, scope_id_problem};
 
 use std::fmt;
 

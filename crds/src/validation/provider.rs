@@ -6,6 +6,7 @@ use super::{
     oidc::check_oidc,
     origin::parse_origin,
     path::check_path,
+    scope::check_scope_id,
 };
 use crate::builtin_ids::{BuiltinStatus, SHIPPED, classify};
 use crate::dialect_preset::{DialectPresetSpec, IdLocation};
@@ -44,13 +45,15 @@ pub fn memory_provider(spec: &MemoryProviderSpec) -> Vec<Violation> {
     }
     found.extend(check_path("spec.endpoint.basePath", &spec.endpoint.base_path, true));
     check_secret_ref("spec.credentials.secretRef", &spec.credentials.secret_ref, &mut found);
+    // The built-in dialects all speak to Mem0 servers, which refuse ids with whitespace.
+    let builtin = spec.dialect.builtin.is_some();
     for (field, value) in [
         ("spec.scope.userId", &spec.scope.user_id),
         ("spec.scope.agentId", &spec.scope.agent_id),
         ("spec.scope.appId", &spec.scope.app_id),
     ] {
         if let Some(value) = value {
-            check_scope_value(field, value, &mut found);
+            found.extend(check_scope_id(field, value, builtin));
         }
     }
     if !(1..=MAX_TIMEOUT_MS).contains(&spec.timeout_ms) {
@@ -129,13 +132,6 @@ fn check_dialect_source(spec: &MemoryProviderSpec, found: &mut Vec<Violation>) {
 fn check_secret_ref(field: &str, secret_ref: &SecretKeyRef, found: &mut Vec<Violation>) {
     found.extend(check_dns_subdomain(&format!("{field}.name"), &secret_ref.name, "a Secret name"));
     found.extend(check_secret_key(&format!("{field}.key"), &secret_ref.key));
-}
-
-fn check_scope_value(field: &str, value: &str, found: &mut Vec<Violation>) {
-    let length = value.chars().count();
-    if value.trim().is_empty() || length > 256 || value.chars().any(char::is_control) {
-        found.push(Violation::new(field, "must be 1 to 256 characters, not blank, without control characters"));
-    }
 }
 
 fn check_access(spec: &MemoryProviderSpec, found: &mut Vec<Violation>) {
@@ -335,6 +331,20 @@ mod tests {
         p.scope.user_id = Some("  ".into());
         p.scope.agent_id = Some("a\nb".into());
         assert_eq!(fields(&memory_provider(&p)), ["spec.scope.userId", "spec.scope.agentId"]);
+    }
+
+    #[test]
+    fn whitespace_in_scope_ids_is_refused_for_builtin_dialects_only() {
+        let mut p = provider();
+        p.scope.user_id = Some("repository memory".into());
+        p.scope.agent_id = Some(" qwen-code".into());
+        let v = memory_provider(&p);
+        assert_eq!(fields(&v), ["spec.scope.userId", "spec.scope.agentId"]);
+        assert!(v[0].message.contains("whitespace"), "{}", v[0].message);
+        p.scope.app_id = Some("app\u{3000}x".into());
+        assert_eq!(fields(&memory_provider(&p)), ["spec.scope.userId", "spec.scope.agentId", "spec.scope.appId"]);
+        p.dialect = DialectSource { builtin: None, preset_ref: Some("team".into()) };
+        assert!(memory_provider(&p).is_empty(), "a custom dialect's upstream may accept spaces");
     }
 
     #[test]

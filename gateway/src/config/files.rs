@@ -1,10 +1,18 @@
 //! Reading a config folder and the Secret volumes it names (the only file I/O of the config).
+//!
+//! Every file goes through [`memgate_crds::source_file`], the bounded reader `memgate-operator
+//! validate` uses too: only regular files are read (a device, FIFO or socket, also behind a
+//! symlink, is refused without being read or blocking), each file at most
+//! [`ReadLimits::max_file_bytes`] and all of one load together at most
+//! [`ReadLimits::max_total_bytes`]; a mounted Secret key file at most [`MAX_SECRET_FILE_BYTES`].
+//! Any of these refuses the whole load, naming the file.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::path::{Path, PathBuf};
 
 use memgate_crds::manifest::documents;
+use memgate_crds::source_file::{ReadLimits, SourceError, SourceReader, collect_yaml_files};
 use serde_json::Value;
 
 use super::build::{BuildError, SourcedDocument, build_snapshot};
@@ -54,28 +62,46 @@ pub struct Sources {
     pub fingerprint: u64,
 }
 
-/// Read and build the config in `dir`.
+/// Largest mounted Secret key file read: 1 MiB, the most a Kubernetes Secret holds.
+pub const MAX_SECRET_FILE_BYTES: u64 = 1024 * 1024;
+
+/// Read and build the config in `dir` with the default [`ReadLimits`].
 pub fn load_dir(dir: &Path) -> Result<Snapshot, LoadError> {
-    let sources = read_sources(dir)?;
+    load_dir_with(dir, ReadLimits::default())
+}
+
+/// Read and build the config in `dir`, reading within `limits`.
+pub fn load_dir_with(dir: &Path, limits: ReadLimits) -> Result<Snapshot, LoadError> {
+    let sources = read_sources_with(dir, limits)?;
     Ok(build_snapshot(&sources.documents, &sources.mounted)?)
 }
 
-/// Read every `*.yaml`/`*.yml` under `dir` (recursively, skipping hidden entries such as the
-/// `..data` folders of Kubernetes volume mounts) and every Secret folder a `SecretMount` names.
+/// [`read_sources_with`] with the default [`ReadLimits`].
 pub fn read_sources(dir: &Path) -> Result<Sources, LoadError> {
+    read_sources_with(dir, ReadLimits::default())
+}
+
+/// Read every `*.yaml`/`*.yml` under `dir` (recursively, each folder once, skipping hidden entries
+/// such as the `..data` folders of Kubernetes volume mounts) and every Secret folder a
+/// `SecretMount` names, within `limits` (see the module docs).
+pub fn read_sources_with(dir: &Path, limits: ReadLimits) -> Result<Sources, LoadError> {
     let mut sources = Sources::default();
     let mut hasher = DefaultHasher::new();
+    let mut reader = SourceReader::new(limits);
     let mut files = Vec::new();
-    yaml_files(dir, &mut files)?;
+    if !dir.is_dir() {
+        return Err(LoadError::Io { path: dir.display().to_string(), message: "not a folder".into() });
+    }
+    collect_yaml_files(dir, &mut files, &mut BTreeSet::new()).map_err(|e| io_error(dir, &e))?;
     for file in files {
         let name = file.display().to_string();
-        let text = std::fs::read_to_string(&file).map_err(|e| io_error(&file, &e))?;
+        let text = reader.read_text(&file).map_err(|e| source_error(&file, &e))?;
         (&file, &text).hash(&mut hasher);
         let docs = documents(&text).map_err(|e| LoadError::Parse { path: name.clone(), message: e.to_string() })?;
         for (index, value) in docs {
             let source_name = format!("{name}#{index}");
             if let Some((key, path)) = secret_mount(&source_name, &value, dir)? {
-                let data = read_secret_folder(&path, &mut hasher)?;
+                let data = read_secret_folder(&path, &mut reader, &mut hasher)?;
                 sources.mounted.insert(key, data);
             }
             sources.documents.push((source_name, value));
@@ -112,8 +138,13 @@ fn secret_mount(source_name: &str, value: &Value, dir: &Path) -> Result<Option<M
     Ok(Some(((namespace.to_string(), name.to_string()), path)))
 }
 
-/// A mounted Secret: one file per key (symlinks followed, hidden entries skipped).
-fn read_secret_folder(path: &Path, hasher: &mut DefaultHasher) -> Result<BTreeMap<String, Vec<u8>>, LoadError> {
+/// A mounted Secret: one file per key (symlinks followed; hidden entries and anything that is not a
+/// regular file skipped), each at most [`MAX_SECRET_FILE_BYTES`], counted against the load's total.
+fn read_secret_folder(
+    path: &Path,
+    reader: &mut SourceReader,
+    hasher: &mut DefaultHasher,
+) -> Result<BTreeMap<String, Vec<u8>>, LoadError> {
     let mut data = BTreeMap::new();
     for entry in std::fs::read_dir(path).map_err(|e| io_error(path, &e))? {
         let entry = entry.map_err(|e| io_error(path, &e))?;
@@ -122,33 +153,27 @@ fn read_secret_folder(path: &Path, hasher: &mut DefaultHasher) -> Result<BTreeMa
         if key.starts_with('.') || !file.is_file() {
             continue;
         }
-        let bytes = std::fs::read(&file).map_err(|e| io_error(&file, &e))?;
+        // Re-checked when opened: a file swapped for a FIFO or device after `is_file` is refused.
+        let bytes = reader.read_bytes(&file, MAX_SECRET_FILE_BYTES).map_err(|e| source_error(&file, &e))?;
         (&file, &bytes).hash(hasher);
         data.insert(key, bytes);
     }
     Ok(data)
 }
 
-fn yaml_files(dir: &Path, out: &mut Vec<PathBuf>) -> Result<(), LoadError> {
-    let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
-        .map_err(|e| io_error(dir, &e))?
-        .filter_map(Result::ok)
-        .filter(|e| !e.file_name().to_string_lossy().starts_with('.'))
-        .map(|e| e.path())
-        .collect();
-    entries.sort();
-    for path in entries {
-        if path.is_dir() {
-            yaml_files(&path, out)?;
-        } else if path.extension().is_some_and(|e| e == "yaml" || e == "yml") {
-            out.push(path);
-        }
-    }
-    Ok(())
+fn io_error(path: &Path, err: &std::io::Error) -> LoadError {
+    // The OS message ("Too many open files (os error 24)"), not just the error kind.
+    LoadError::Io { path: path.display().to_string(), message: err.to_string() }
 }
 
-fn io_error(path: &Path, err: &std::io::Error) -> LoadError {
-    LoadError::Io { path: path.display().to_string(), message: err.kind().to_string() }
+fn source_error(path: &Path, err: &SourceError) -> LoadError {
+    let message = match err {
+        SourceError::Io(message) => message.clone(),
+        SourceError::FileTooLarge { .. } => format!("{err} (--config-max-file-bytes)"),
+        SourceError::TotalTooLarge { .. } => format!("{err} (--config-max-total-bytes)"),
+        other => other.to_string(),
+    };
+    LoadError::Io { path: path.display().to_string(), message }
 }
 
 #[cfg(test)]
@@ -208,6 +233,29 @@ spec:
         let before = read_sources(dir.path()).expect("readable").fingerprint;
         std::fs::write(secrets.join("api-key"), "two").expect("write");
         assert_ne!(before, read_sources(dir.path()).expect("readable").fingerprint);
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn devices_fifos_and_oversized_files_refuse_the_load_without_blocking() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::write(dir.path().join("a.yaml"), PROVIDER).expect("write");
+        std::os::unix::fs::symlink("/dev/zero", dir.path().join("zero.yaml")).expect("symlink");
+        let err = load_dir(dir.path()).unwrap_err().to_string();
+        assert!(err.contains("zero.yaml") && err.contains("not a regular file (a device)"), "{err}");
+        std::fs::remove_file(dir.path().join("zero.yaml")).expect("rm");
+        let made = std::process::Command::new("mkfifo").arg(dir.path().join("pipe.yml")).status().expect("mkfifo");
+        assert!(made.success());
+        let err = load_dir(dir.path()).unwrap_err().to_string();
+        assert!(err.contains("pipe.yml") && err.contains("a FIFO"), "{err}");
+        std::fs::remove_file(dir.path().join("pipe.yml")).expect("rm");
+        let small = ReadLimits { max_file_bytes: 64, max_total_bytes: 1024 };
+        let err = load_dir_with(dir.path(), small).unwrap_err().to_string();
+        assert!(err.contains("a.yaml") && err.contains("--config-max-file-bytes"), "{err}");
+        let total = ReadLimits { max_file_bytes: 4096, max_total_bytes: 600 };
+        std::fs::write(dir.path().join("b.yaml"), "x: 1\n".repeat(100)).expect("write");
+        let err = load_dir_with(dir.path(), total).unwrap_err().to_string();
+        assert!(err.contains("b.yaml") && err.contains("--config-max-total-bytes"), "{err}");
     }
 
     #[test]

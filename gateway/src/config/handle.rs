@@ -9,7 +9,9 @@ use std::sync::{Arc, RwLock};
 use std::time::{Duration, SystemTime};
 
 use super::build::build_snapshot;
-use super::files::{LoadError, Sources, failure_fingerprint, read_sources};
+use memgate_crds::source_file::ReadLimits;
+
+use super::files::{LoadError, Sources, failure_fingerprint, read_sources_with};
 use super::model::Snapshot;
 
 /// What the last reload attempt did.
@@ -66,12 +68,13 @@ impl ConfigHandle {
 
 /// Poll `dir` (and the Secret folders it names) every `interval`; rebuild when anything changed.
 /// Each poll reads every file once: the same read gives the fingerprint and, when it changed, the
-/// documents the new snapshot is built from. Runs until the task is dropped.
-pub async fn watch(handle: Arc<ConfigHandle>, dir: PathBuf, interval: Duration) {
-    let (mut last, _) = read_blocking(dir.clone()).await;
+/// documents the new snapshot is built from. Files are read within `limits`. Runs until the task is
+/// dropped.
+pub async fn watch(handle: Arc<ConfigHandle>, dir: PathBuf, interval: Duration, limits: ReadLimits) {
+    let (mut last, _) = read_blocking(dir.clone(), limits).await;
     loop {
         tokio::time::sleep(interval).await;
-        let (now, read) = read_blocking(dir.clone()).await;
+        let (now, read) = read_blocking(dir.clone(), limits).await;
         if now == last {
             continue;
         }
@@ -92,8 +95,8 @@ pub async fn watch(handle: Arc<ConfigHandle>, dir: PathBuf, interval: Duration) 
 }
 
 /// One read of the folder off the async threads, with its fingerprint.
-async fn read_blocking(dir: PathBuf) -> (u64, Result<Sources, LoadError>) {
-    let read = tokio::task::spawn_blocking(move || read_sources(&dir)).await;
+async fn read_blocking(dir: PathBuf, limits: ReadLimits) -> (u64, Result<Sources, LoadError>) {
+    let read = tokio::task::spawn_blocking(move || read_sources_with(&dir, limits)).await;
     match read {
         Ok(Ok(sources)) => (sources.fingerprint, Ok(sources)),
         Ok(Err(err)) => (failure_fingerprint(&err), Err(err)),

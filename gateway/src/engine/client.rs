@@ -8,11 +8,13 @@
 //! Concurrency policy: each provider key has its own semaphore of `permits_per_provider` permits,
 //! so a slow provider can only exhaust its own permits. A call waits for a permit until its
 //! deadline (the provider timeout, which bounds permit wait plus request); if the deadline passes
-//! while it is still queued the call fails with [`EngineError::Saturated`] (`rate_limited`,
-//! retryable) without contacting the upstream.
+//! while it is still queued, or the permit comes with less than [`min_time_left`] of the timeout
+//! still to run (a request that could only time out), the call fails with
+//! [`EngineError::Saturated`] (`rate_limited`, retryable) without contacting the upstream.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use memgate_crds::{DialectPresetSpec, SearchMethod};
 use memgate_presets::ContentEncoding;
@@ -113,20 +115,33 @@ impl Engine {
     ) -> Result<Vec<Item>, EngineError> {
         let deadline = Instant::now() + target.timeout;
         let request = build_search_request(target, dialect.auth, &dialect.search, query, limit)?;
-        let _permit = self.permit(provider, deadline).await?;
+        let _permit = self.permit(provider, deadline, target.timeout).await?;
         let body = timeout_at(deadline, self.fetch(request)).await.map_err(|_| EngineError::Timeout)??;
         normalize(&body, &dialect.response, encoding, usize::try_from(limit).unwrap_or(usize::MAX))
     }
 
-    /// Wait for one of `provider`'s permits until `deadline`; [`EngineError::Saturated`] when the
-    /// deadline passes first (nothing was sent upstream).
-    pub(super) async fn permit(&self, provider: &str, deadline: Instant) -> Result<OwnedSemaphorePermit, EngineError> {
+    /// Wait for one of `provider`'s permits until `deadline` (the end of a call of `timeout`);
+    /// [`EngineError::Saturated`] when the deadline passes first, or when less than
+    /// [`min_time_left`] of `timeout` is left once the permit is granted (nothing was sent upstream).
+    pub(super) async fn permit(
+        &self,
+        provider: &str,
+        deadline: Instant,
+        timeout: Duration,
+    ) -> Result<OwnedSemaphorePermit, EngineError> {
         let semaphore = self.semaphore(provider);
-        timeout_at(deadline, semaphore.acquire_owned())
+        let least = min_time_left(timeout);
+        // Queue only while a granted permit would still leave enough time for the request.
+        let last_useful = deadline.checked_sub(least).unwrap_or(deadline);
+        let permit = timeout_at(last_useful, semaphore.acquire_owned())
             .await
             .map_err(|_| EngineError::Saturated)?
             // The semaphore is never closed.
-            .map_err(|_| EngineError::Saturated)
+            .map_err(|_| EngineError::Saturated)?;
+        if deadline.saturating_duration_since(Instant::now()) < least {
+            return Err(EngineError::Saturated);
+        }
+        Ok(permit)
     }
 
     /// The semaphore of `provider`, created on first use.
@@ -171,6 +186,14 @@ impl Engine {
     }
 }
 
+/// The least time a call of `timeout` must have left when it gets its permit to be sent upstream:
+/// a tenth of the timeout, at least 100 ms, at most half the timeout. A call that waited longer in
+/// the queue is refused as saturated (retryable) instead of sending a request that could only
+/// time out.
+pub fn min_time_left(timeout: Duration) -> Duration {
+    (timeout / 10).max(Duration::from_millis(100)).min(timeout / 2)
+}
+
 /// Read `response`'s body, at most [`MAX_RESPONSE_BYTES`] (checked against the declared length and
 /// while streaming).
 pub(super) async fn read_capped(mut response: reqwest::Response) -> Result<Vec<u8>, EngineError> {
@@ -196,5 +219,34 @@ fn transport_error(err: reqwest::Error) -> EngineError {
         EngineError::Timeout
     } else {
         EngineError::Transport
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_call_needs_a_tenth_of_its_timeout_left_to_be_sent() {
+        assert_eq!(min_time_left(Duration::from_secs(5)), Duration::from_millis(500));
+        assert_eq!(min_time_left(Duration::from_secs(30)), Duration::from_secs(3));
+        assert_eq!(min_time_left(Duration::from_millis(500)), Duration::from_millis(100));
+        assert_eq!(min_time_left(Duration::from_millis(100)), Duration::from_millis(50));
+    }
+
+    /// Permits granted with less than the minimum left refuse without an upstream request.
+    #[tokio::test]
+    async fn a_permit_granted_too_close_to_the_deadline_is_refused() {
+        let engine = Engine::new(EngineConfig { permits_per_provider: 1 }).expect("engine");
+        let timeout = Duration::from_secs(2);
+        let held = engine.permit("p", Instant::now() + timeout, timeout).await.expect("free permit");
+        let waiter = engine.permit("p", Instant::now() + timeout, timeout);
+        let release = async {
+            tokio::time::sleep(Duration::from_millis(1900)).await;
+            drop(held);
+        };
+        let (granted, ()) = tokio::join!(waiter, release);
+        assert_eq!(granted.err(), Some(EngineError::Saturated));
+        assert!(engine.permit("p", Instant::now() + timeout, timeout).await.is_ok());
     }
 }

@@ -208,7 +208,7 @@ impl Engine {
     ) -> Result<WriteOutcome, EngineError> {
         let deadline = Instant::now() + target.timeout;
         let request = build_add_request(target, auth, contract, unit)?;
-        let _permit = self.permit(provider, deadline).await?;
+        let _permit = self.permit(provider, deadline, target.timeout).await?;
         let exchange = async {
             let response = match self.send(request).await {
                 Ok(response) => response,

@@ -30,8 +30,17 @@ use sha2::{Digest, Sha256};
 
 /// How long an outcome is remembered: Nexent's retries come within minutes; a day is generous.
 pub const DEFAULT_RESULT_TTL: Duration = Duration::from_secs(24 * 60 * 60);
-/// Most entries a [`MemoryLedger`] holds before evicting the oldest.
-pub const DEFAULT_MAX_ENTRIES: usize = 100_000;
+/// Most entries a [`MemoryLedger`] holds per provider before evicting that provider's oldest.
+pub const DEFAULT_MAX_ENTRIES: usize = 20_000;
+/// How long an entry is safe from eviction: longer than Nexent can take to send its last retry.
+///
+/// Nexent's `execute_with_retry` (ModelEngine-Group/nexent `sdk/nexent/memory/providers/retry.py`,
+/// `RetryConfig` defaults) makes 3 attempts and sleeps `1 s * 2^(n-1)`, capped at 30 s, times a
+/// jitter of 0.5..1.5 between them: at most 1.5 s + 3 s. Each attempt lasts at most the plugin's
+/// timeout (Nexent's `timeout_seconds`, default 30 s; memgate's provider timeout is at most 30 s)
+/// plus the 1 s the memgate plugin adds. So the last retry starts within 3 x 31 s + 4.5 s = 97.5 s
+/// of the first attempt; 120 s leaves a margin.
+pub const DEFAULT_RETRY_WINDOW: Duration = Duration::from_secs(120);
 /// Reason reported for a unit whose earlier attempt never finished.
 pub const REASON_ABANDONED: &str = "an earlier attempt did not finish; the unit may or may not be stored";
 /// Reason reported for a ledger entry that cannot be read.
@@ -47,6 +56,13 @@ pub enum LedgerError {
     /// The shared store's URL is not a usable `redis://` URL.
     #[error("the idempotency ledger URL must be a redis:// URL (TLS is not supported)")]
     InvalidUrl,
+    /// The provider's share of the ledger holds only entries inside the retry window: nothing can
+    /// be forgotten safely, so no new unit is taken.
+    #[error("the idempotency ledger is full for this provider")]
+    Full {
+        /// Seconds until the provider's oldest entry leaves the retry window.
+        retry_after_seconds: u64,
+    },
 }
 
 /// Identity of one unit of one ingest request at one provider.
@@ -64,6 +80,12 @@ pub struct LedgerKey {
 }
 
 impl LedgerKey {
+    /// The provider whose capacity this unit counts against: `namespace/name`, without the
+    /// caller-bound user id that [`crate::ingest::ledger_provider`] may append.
+    pub fn share(&self) -> &str {
+        self.provider.split('\0').next().unwrap_or_default()
+    }
+
     /// Hex SHA-256 over the length-prefixed fields (no separator can make two keys collide); the
     /// stored key never holds the idempotency key or event id in clear.
     pub fn digest(&self) -> String {
@@ -233,19 +255,26 @@ pub(crate) fn new_claim(hold_for: Duration) -> Entry {
 
 /// The in-process ledger: the default for a single gateway replica.
 ///
-/// Bounded: at most `max_entries` entries, each kept `ttl` after its last change; beyond the bound
-/// the least recently changed entry is evicted (an evicted outcome or claim is forgotten: size the
-/// bound well above the units in flight plus those retried within the TTL). Lost on restart (a
-/// retry after a restart may write again); use [`super::RedisLedger`] for several replicas.
+/// Bounded per provider ([`LedgerKey::share`]): each provider holds at most `max_entries` entries,
+/// each kept `ttl` after its last change, so a flood of one provider's units can only evict that
+/// provider's own records. Beyond the bound the provider's least recently changed entry is
+/// evicted, but never one changed within the retry window ([`DEFAULT_RETRY_WINDOW`]): when every
+/// entry of the provider is that young, a new claim is refused with [`LedgerError::Full`] (a
+/// retryable `rate_limited` for the caller, with the seconds until the oldest entry leaves the
+/// window) instead of forgetting a unit Nexent may still retry. Lost on restart (a retry after a
+/// restart may write again); use [`super::RedisLedger`] for several replicas or when one
+/// provider's volume needs more than the bound.
 #[derive(Debug)]
 pub struct MemoryLedger {
     ttl: Duration,
     max_entries: usize,
-    inner: Mutex<MemoryInner>,
+    retry_window: Duration,
+    inner: Mutex<HashMap<String, Share>>,
 }
 
+/// The entries of one provider.
 #[derive(Debug, Default)]
-struct MemoryInner {
+struct Share {
     /// digest -> (entry, changed at, change sequence number).
     entries: HashMap<String, (Entry, Instant, u64)>,
     /// (digest, sequence number) in change order; stale pairs are skipped.
@@ -260,14 +289,27 @@ impl Default for MemoryLedger {
 }
 
 impl MemoryLedger {
-    /// A ledger keeping entries `ttl` and at most `max_entries` (at least 1) of them.
+    /// A ledger keeping entries `ttl` and at most `max_entries` (at least 1) of them per provider,
+    /// never evicting one younger than [`DEFAULT_RETRY_WINDOW`].
     pub fn new(ttl: Duration, max_entries: usize) -> MemoryLedger {
-        MemoryLedger { ttl, max_entries: max_entries.max(1), inner: Mutex::default() }
+        MemoryLedger {
+            ttl,
+            max_entries: max_entries.max(1),
+            retry_window: DEFAULT_RETRY_WINDOW,
+            inner: Mutex::default(),
+        }
     }
 
-    /// Entries currently held (expired ones may still count until the next change).
+    /// The same ledger protecting entries younger than `window` from eviction instead.
+    pub fn with_retry_window(mut self, window: Duration) -> MemoryLedger {
+        self.retry_window = window;
+        self
+    }
+
+    /// Entries currently held, all providers together (expired ones may still count until the next
+    /// change of their provider).
     pub fn len(&self) -> usize {
-        self.lock().entries.len()
+        self.lock().values().map(|share| share.entries.len()).sum()
     }
 
     /// Whether no entry is held.
@@ -275,69 +317,100 @@ impl MemoryLedger {
         self.len() == 0
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, MemoryInner> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Share>> {
         // Every change below leaves the maps consistent before it can panic.
         self.inner.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    fn claim_now(&self, key: &LedgerKey, policy: ClaimPolicy) -> Claim {
+    fn claim_now(&self, key: &LedgerKey, policy: ClaimPolicy) -> Result<Claim, LedgerError> {
         let digest = key.digest();
-        let mut inner = self.lock();
+        let mut shares = self.lock();
+        let share = shares.entry(key.share().to_string()).or_default();
         let now = Instant::now();
-        inner.expire(now, self.ttl);
-        let existing = inner.entries.get(&digest).map(|(entry, _, _)| entry);
+        share.expire(now, self.ttl);
+        let existing = share.entries.get(&digest).map(|(entry, _, _)| entry);
         let replaces = match decide(existing, now_ms(), policy.retake_degraded) {
-            Decision::Busy => return Claim::Busy,
-            Decision::Done(recorded) => return Claim::Done(recorded),
+            Decision::Busy => return Ok(Claim::Busy),
+            Decision::Done(recorded) => return Ok(Claim::Done(recorded)),
             Decision::Take => None,
             Decision::Retake(recorded) => Some(recorded),
         };
+        if !share.entries.contains_key(&digest) {
+            share.make_room(now, self.max_entries, self.retry_window)?;
+        }
         let claim = new_claim(policy.hold_for);
         let token = ClaimToken(claim.encode());
-        inner.put(digest, claim, now, self.max_entries);
-        Claim::Claimed { token, replaces }
+        share.put(digest, claim, now);
+        Ok(Claim::Claimed { token, replaces })
     }
 
     fn record_now(&self, key: &LedgerKey, outcome: &Recorded) {
-        let mut inner = self.lock();
+        let digest = key.digest();
+        let mut shares = self.lock();
+        let share = shares.entry(key.share().to_string()).or_default();
         let now = Instant::now();
-        inner.expire(now, self.ttl);
-        inner.put(key.digest(), Entry::Done(outcome.clone()), now, self.max_entries);
+        share.expire(now, self.ttl);
+        if !share.entries.contains_key(&digest) && share.make_room(now, self.max_entries, self.retry_window).is_err() {
+            // The claim was evicted meanwhile and no room is left: the outcome is not kept, so a
+            // retry finds the unit free; only reachable when the claim outlived the window.
+            return;
+        }
+        share.put(digest, Entry::Done(outcome.clone()), now);
     }
 
     fn release_now(&self, key: &LedgerKey, token: &ClaimToken, restore: Option<&Recorded>) {
         let digest = key.digest();
-        let mut inner = self.lock();
-        let held = inner.entries.get(&digest).is_some_and(|(entry, _, _)| entry.encode() == token.0);
+        let mut shares = self.lock();
+        let Some(share) = shares.get_mut(key.share()) else { return };
+        let held = share.entries.get(&digest).is_some_and(|(entry, _, _)| entry.encode() == token.0);
         if !held {
             return;
         }
         match restore {
-            Some(outcome) => inner.put(digest, Entry::Done(outcome.clone()), Instant::now(), self.max_entries),
+            Some(outcome) => share.put(digest, Entry::Done(outcome.clone()), Instant::now()),
             None => {
-                inner.entries.remove(&digest);
+                share.entries.remove(&digest);
             }
         }
     }
 }
 
-impl MemoryInner {
-    fn put(&mut self, digest: String, entry: Entry, now: Instant, max_entries: usize) {
+impl Share {
+    /// Insert or replace `digest` (the caller made room for a new one).
+    fn put(&mut self, digest: String, entry: Entry, now: Instant) {
         let seq = self.next_seq;
         self.next_seq += 1;
         self.entries.insert(digest.clone(), (entry, now, seq));
         self.order.push_back((digest, seq));
-        while self.entries.len() > max_entries {
-            let Some((oldest, oldest_seq)) = self.order.pop_front() else { break };
-            if self.entries.get(&oldest).is_some_and(|(_, _, s)| *s == oldest_seq) {
-                self.entries.remove(&oldest);
-            }
-        }
         // Keep the order queue bounded by dropping stale pairs once it doubles the map.
         if self.order.len() > 2 * self.entries.len() + 16 {
             let entries = &self.entries;
             self.order.retain(|(digest, seq)| entries.get(digest).is_some_and(|(_, _, s)| s == seq));
         }
+    }
+
+    /// Make room for one more entry: evict least recently changed entries older than `window`
+    /// until fewer than `max_entries` remain; [`LedgerError::Full`] when the oldest is too young.
+    fn make_room(&mut self, now: Instant, max_entries: usize, window: Duration) -> Result<(), LedgerError> {
+        while self.entries.len() >= max_entries {
+            let Some((oldest, seq)) = self.order.front().cloned() else { break };
+            match self.entries.get(&oldest) {
+                Some((_, changed, s)) if *s == seq => {
+                    let age = now.duration_since(*changed);
+                    if age < window {
+                        let wait = (window - age).as_secs_f64().ceil();
+                        // `wait` is at most the window in seconds: small and positive.
+                        #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+                        let retry_after_seconds = (wait as u64).max(1);
+                        return Err(LedgerError::Full { retry_after_seconds });
+                    }
+                    self.entries.remove(&oldest);
+                }
+                _ => {}
+            }
+            self.order.pop_front();
+        }
+        Ok(())
     }
 
     fn expire(&mut self, now: Instant, ttl: Duration) {
@@ -358,7 +431,7 @@ impl MemoryInner {
 
 impl Ledger for MemoryLedger {
     fn claim<'a>(&'a self, key: &'a LedgerKey, policy: ClaimPolicy) -> BoxFuture<'a, Result<Claim, LedgerError>> {
-        ready(Ok(self.claim_now(key, policy))).boxed()
+        ready(self.claim_now(key, policy)).boxed()
     }
 
     fn record<'a>(&'a self, key: &'a LedgerKey, outcome: &'a Recorded) -> BoxFuture<'a, Result<(), LedgerError>> {
@@ -451,61 +524,107 @@ mod tests {
     #[test]
     fn memory_ledger_claims_once_and_replays_the_outcome() {
         let ledger = MemoryLedger::default();
-        let Claim::Claimed { token, replaces: None } = ledger.claim_now(&key("e"), HOLD) else {
+        let Claim::Claimed { token, replaces: None } = claim(&ledger, &key("e"), HOLD) else {
             panic!("first claim takes the unit")
         };
-        assert_eq!(ledger.claim_now(&key("e"), HOLD), Claim::Busy);
+        assert_eq!(claim(&ledger, &key("e"), HOLD), Claim::Busy);
         ledger.record_now(&key("e"), &Recorded::Accepted);
-        assert_eq!(ledger.claim_now(&key("e"), RETAKE), Claim::Done(Recorded::Accepted));
+        assert_eq!(claim(&ledger, &key("e"), RETAKE), Claim::Done(Recorded::Accepted));
         // Releasing a claim that was replaced by its outcome does nothing.
         ledger.release_now(&key("e"), &token, None);
-        assert_eq!(ledger.claim_now(&key("e"), HOLD), Claim::Done(Recorded::Accepted));
+        assert_eq!(claim(&ledger, &key("e"), HOLD), Claim::Done(Recorded::Accepted));
     }
 
     #[test]
     fn memory_ledger_release_frees_or_restores() {
         let ledger = MemoryLedger::default();
-        let Claim::Claimed { token, .. } = ledger.claim_now(&key("e"), HOLD) else { panic!("claims") };
+        let Claim::Claimed { token, .. } = claim(&ledger, &key("e"), HOLD) else { panic!("claims") };
         ledger.release_now(&key("e"), &token, None);
-        assert!(matches!(ledger.claim_now(&key("e"), HOLD), Claim::Claimed { replaces: None, .. }));
+        assert!(matches!(claim(&ledger, &key("e"), HOLD), Claim::Claimed { replaces: None, .. }));
 
         ledger.record_now(&key("d"), &degraded("unknown"));
-        assert_eq!(ledger.claim_now(&key("d"), HOLD), Claim::Done(degraded("unknown")));
-        let Claim::Claimed { token, replaces: Some(previous) } = ledger.claim_now(&key("d"), RETAKE) else {
+        assert_eq!(claim(&ledger, &key("d"), HOLD), Claim::Done(degraded("unknown")));
+        let Claim::Claimed { token, replaces: Some(previous) } = claim(&ledger, &key("d"), RETAKE) else {
             panic!("a degraded unit is retaken when allowed")
         };
         ledger.release_now(&key("d"), &token, Some(&previous));
-        assert_eq!(ledger.claim_now(&key("d"), HOLD), Claim::Done(degraded("unknown")));
+        assert_eq!(claim(&ledger, &key("d"), HOLD), Claim::Done(degraded("unknown")));
     }
 
     #[test]
     fn abandoned_claim_counts_as_degraded() {
         let ledger = MemoryLedger::default();
         let short = ClaimPolicy { hold_for: Duration::ZERO, retake_degraded: false };
-        assert!(matches!(ledger.claim_now(&key("e"), short), Claim::Claimed { .. }));
-        assert_eq!(ledger.claim_now(&key("e"), HOLD), Claim::Done(degraded(REASON_ABANDONED)));
+        assert!(matches!(claim(&ledger, &key("e"), short), Claim::Claimed { .. }));
+        assert_eq!(claim(&ledger, &key("e"), HOLD), Claim::Done(degraded(REASON_ABANDONED)));
+    }
+
+    fn claim(ledger: &MemoryLedger, key: &LedgerKey, policy: ClaimPolicy) -> Claim {
+        ledger.claim_now(key, policy).expect("the ledger has room")
+    }
+
+    fn key_of(provider: &str, event: &str) -> LedgerKey {
+        LedgerKey { provider: provider.into(), idempotency_key: "k".into(), event_id: event.into(), unit_index: None }
     }
 
     #[test]
-    fn memory_ledger_is_bounded_and_evicts_the_oldest() {
-        let ledger = MemoryLedger::new(DEFAULT_RESULT_TTL, 3);
+    fn memory_ledger_is_bounded_and_evicts_the_oldest_outside_the_window() {
+        let ledger = MemoryLedger::new(DEFAULT_RESULT_TTL, 3).with_retry_window(Duration::ZERO);
         for event in ["a", "b", "c", "d"] {
+            assert!(matches!(claim(&ledger, &key(event), HOLD), Claim::Claimed { .. }));
             ledger.record_now(&key(event), &Recorded::Accepted);
         }
         assert_eq!(ledger.len(), 3);
-        assert!(matches!(ledger.claim_now(&key("a"), HOLD), Claim::Claimed { .. }), "oldest evicted");
-        assert_eq!(ledger.claim_now(&key("d"), HOLD), Claim::Done(Recorded::Accepted));
+        assert!(matches!(claim(&ledger, &key("a"), HOLD), Claim::Claimed { .. }), "oldest evicted");
+        assert_eq!(claim(&ledger, &key("d"), HOLD), Claim::Done(Recorded::Accepted));
         for round in 0..100 {
             ledger.record_now(&key(["b", "c", "d"][round % 3]), &Recorded::Accepted);
         }
-        assert!(ledger.lock().order.len() <= 2 * 3 + 16);
+        assert!(ledger.lock().values().all(|share| share.order.len() <= 2 * 3 + 16));
+    }
+
+    /// One provider's flood evicts only its own records: another provider's outcome survives.
+    #[test]
+    fn capacity_is_isolated_per_provider() {
+        let ledger = MemoryLedger::new(DEFAULT_RESULT_TTL, 10).with_retry_window(Duration::ZERO);
+        let victim = key_of("ns/a", "unit");
+        assert!(matches!(claim(&ledger, &victim, HOLD), Claim::Claimed { .. }));
+        ledger.record_now(&victim, &Recorded::Accepted);
+        for i in 0..1000 {
+            let flood = key_of("ns/b", &format!("flood-{i}"));
+            assert!(matches!(claim(&ledger, &flood, HOLD), Claim::Claimed { .. }));
+            ledger.record_now(&flood, &Recorded::Accepted);
+        }
+        assert_eq!(claim(&ledger, &victim, HOLD), Claim::Done(Recorded::Accepted));
+        assert_eq!(ledger.len(), 11);
+        // A caller-bound user id counts against its provider's share, not a share of its own.
+        let bound = key_of("ns/b\0system:serviceaccount:x:y", "other");
+        assert!(matches!(claim(&ledger, &bound, HOLD), Claim::Claimed { .. }));
+        assert_eq!(ledger.len(), 11);
+    }
+
+    /// A full share whose entries are all inside the retry window refuses new units (retryable)
+    /// instead of forgetting one Nexent may still retry; recorded units are still answered.
+    #[test]
+    fn a_full_share_refuses_new_units_inside_the_retry_window() {
+        let ledger = MemoryLedger::new(DEFAULT_RESULT_TTL, 2);
+        for event in ["a", "b"] {
+            assert!(matches!(claim(&ledger, &key(event), HOLD), Claim::Claimed { .. }));
+            ledger.record_now(&key(event), &Recorded::Accepted);
+        }
+        let Err(LedgerError::Full { retry_after_seconds }) = ledger.claim_now(&key("c"), HOLD) else {
+            panic!("a third unit must be refused")
+        };
+        assert!((1..=DEFAULT_RETRY_WINDOW.as_secs()).contains(&retry_after_seconds), "{retry_after_seconds}");
+        assert_eq!(claim(&ledger, &key("a"), HOLD), Claim::Done(Recorded::Accepted), "recorded units still answer");
+        assert!(matches!(ledger.claim_now(&key_of("ns/other", "c"), HOLD), Ok(Claim::Claimed { .. })));
     }
 
     #[test]
     fn memory_ledger_forgets_after_the_ttl() {
         let ledger = MemoryLedger::new(Duration::ZERO, 10);
         ledger.record_now(&key("a"), &Recorded::Accepted);
-        assert!(matches!(ledger.claim_now(&key("a"), HOLD), Claim::Claimed { .. }));
+        assert!(matches!(claim(&ledger, &key("a"), HOLD), Claim::Claimed { .. }));
     }
 
     #[test]

@@ -41,9 +41,18 @@
 //! - **Ledger failures**: no unit is written without a claim (`provider_error`, retryable). If the
 //!   outcome cannot be recorded after a write, the outcome is still returned; the claim then
 //!   lapses into degraded, so a retry does not write again.
-//! - **Cancellation**: dropping the future mid-unit leaves that unit's claim to lapse into
-//!   degraded after the provider timeout plus [`CLAIM_GRACE`]; the route should run `ingest` to
-//!   completion (e.g. in a spawned task) so a client disconnect does not degrade units.
+//! - **One deadline per call** ([`CallControl`]): a unit is started only before the call's
+//!   deadline ([`DEFAULT_CALL_TIMEOUT`] unless the caller sets one); each started unit still gets
+//!   its full provider timeout, so a call ends at the latest one provider timeout after its
+//!   deadline and no unit is cut short into degraded by it. Units left when the deadline passes
+//!   are not sent: the call fails with [`IngestError::DeadlineExceeded`] (`timeout`, retryable);
+//!   units done before are in the ledger, so Nexent's retry returns them and writes the rest.
+//! - **Caller gone** ([`CallControl::cancelled`]): checked before each unit (and while waiting
+//!   for a unit another call holds). The unit being written is finished and recorded; no further
+//!   unit is started and the call ends with [`IngestError::Cancelled`]. Dropping the future itself
+//!   mid-unit instead leaves that unit's claim to lapse into degraded after the provider timeout
+//!   plus [`CLAIM_GRACE`], so the route runs the call in its own task and cancels it through the
+//!   token.
 
 mod ledger;
 mod redis_ledger;
@@ -53,13 +62,14 @@ use std::collections::HashSet;
 use std::time::Duration;
 
 use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
 
 use crate::config::Provider;
 use crate::engine::{AddUnit, Engine, EngineError, ErrorCode, Severity, Target, WriteOutcome};
 
 pub use ledger::{
-    Claim, ClaimPolicy, ClaimToken, DEFAULT_MAX_ENTRIES, DEFAULT_RESULT_TTL, Ledger, LedgerError, LedgerKey,
-    MemoryLedger, REASON_ABANDONED, REASON_UNREADABLE, Recorded,
+    Claim, ClaimPolicy, ClaimToken, DEFAULT_MAX_ENTRIES, DEFAULT_RESULT_TTL, DEFAULT_RETRY_WINDOW, Ledger, LedgerError,
+    LedgerKey, MemoryLedger, REASON_ABANDONED, REASON_UNREADABLE, Recorded,
 };
 pub use redis_ledger::{DEFAULT_COMMAND_TIMEOUT, KEY_PREFIX, RedisLedger};
 pub use wire::{IngestRequest, IngestResult, IngestStatus, IngestUnit, UnitIngestResult, UnitStatus};
@@ -76,6 +86,42 @@ pub const MAX_KEY_CHARS: usize = 1024;
 pub const CLAIM_GRACE: Duration = Duration::from_secs(10);
 /// Pause between looks at a unit another call is writing.
 const BUSY_POLL: Duration = Duration::from_millis(50);
+/// Default deadline of one ingest call: how long Nexent waits by default
+/// (`PROVIDER_REQUEST_TIMEOUT_SECONDS` and a provider's `timeout_seconds`, both 30 s).
+pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The limits of one ingest call as a whole (see the module policies).
+#[derive(Debug, Clone)]
+pub struct CallControl {
+    /// No unit is started after this instant.
+    pub deadline: Instant,
+    /// Cancelled when the caller is gone: no unit is started after that.
+    pub cancelled: CancellationToken,
+}
+
+impl CallControl {
+    /// A call that ends `timeout` from now and is cancelled through `cancelled`.
+    pub fn new(timeout: Duration, cancelled: CancellationToken) -> CallControl {
+        CallControl { deadline: Instant::now() + timeout, cancelled }
+    }
+
+    /// Why no further unit may start, if one may not.
+    fn stop(&self, written: usize) -> Option<IngestError> {
+        if self.cancelled.is_cancelled() {
+            Some(IngestError::Cancelled { written })
+        } else if Instant::now() >= self.deadline {
+            Some(IngestError::DeadlineExceeded { written })
+        } else {
+            None
+        }
+    }
+}
+
+impl Default for CallControl {
+    fn default() -> Self {
+        CallControl::new(DEFAULT_CALL_TIMEOUT, CancellationToken::new())
+    }
+}
 
 /// Why an ingest call failed as a whole. Messages are fixed text.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -92,6 +138,19 @@ pub enum IngestError {
     /// The idempotency ledger could not be used; nothing more was written.
     #[error("the idempotency ledger is unavailable")]
     Ledger(LedgerError),
+    /// The call's deadline passed before every unit was started; the units not started were not
+    /// sent.
+    #[error("the ingest call reached its deadline before every unit was written")]
+    DeadlineExceeded {
+        /// Units of this call done (now or earlier) before it stopped.
+        written: usize,
+    },
+    /// The caller went away; the units not started were not sent.
+    #[error("the caller went away before every unit was written")]
+    Cancelled {
+        /// Units of this call done (now or earlier) before it stopped.
+        written: usize,
+    },
     /// A unit's upstream call failed as a whole.
     #[error("{error}")]
     Upstream {
@@ -107,6 +166,8 @@ impl IngestError {
     pub fn code(&self) -> ErrorCode {
         match self {
             IngestError::InvalidPayload(_) => ErrorCode::InvalidPayload,
+            IngestError::Ledger(LedgerError::Full { .. }) => ErrorCode::RateLimited,
+            IngestError::DeadlineExceeded { .. } | IngestError::Cancelled { .. } => ErrorCode::Timeout,
             IngestError::NotWritable | IngestError::InProgress | IngestError::Ledger(_) => ErrorCode::ProviderError,
             IngestError::Upstream { error, .. } => error.code(),
         }
@@ -116,15 +177,20 @@ impl IngestError {
     pub fn severity(&self) -> Severity {
         match self {
             IngestError::InvalidPayload(_) | IngestError::NotWritable => Severity::NonRetryable,
-            IngestError::InProgress | IngestError::Ledger(_) => Severity::Retryable,
+            IngestError::InProgress
+            | IngestError::Ledger(_)
+            | IngestError::DeadlineExceeded { .. }
+            | IngestError::Cancelled { .. } => Severity::Retryable,
             IngestError::Upstream { error, .. } => error.severity(),
         }
     }
 
-    /// Nexent `retry_after_seconds`: an upstream 429's numeric `Retry-After`.
+    /// Nexent `retry_after_seconds`: an upstream 429's numeric `Retry-After`, or when the
+    /// provider's ledger share is full the seconds until its oldest entry leaves the retry window.
     pub fn retry_after_seconds(&self) -> Option<u64> {
         match self {
             IngestError::Upstream { error, .. } => error.retry_after_seconds(),
+            IngestError::Ledger(LedgerError::Full { retry_after_seconds }) => Some(*retry_after_seconds),
             _ => None,
         }
     }
@@ -150,6 +216,19 @@ pub async fn ingest_with_target(
     ledger: &dyn Ledger,
     request: IngestRequest,
 ) -> Result<IngestResult, IngestError> {
+    ingest_controlled(engine, provider, target, ledger, request, &CallControl::default()).await
+}
+
+/// [`ingest_with_target`] under `control`: one deadline for the call and a cancellation by the
+/// caller, both checked before each unit.
+pub async fn ingest_controlled(
+    engine: &Engine,
+    provider: &Provider,
+    target: &Target,
+    ledger: &dyn Ledger,
+    request: IngestRequest,
+    control: &CallControl,
+) -> Result<IngestResult, IngestError> {
     let contract = match &provider.write {
         Some(contract) if provider.nexent_ingest => contract,
         _ => return Err(IngestError::NotWritable),
@@ -162,14 +241,18 @@ pub async fn ingest_with_target(
 
     let mut unit_results = Vec::with_capacity(request.units.len());
     let mut accepted = 0;
-    for unit in &request.units {
+    for (done, unit) in request.units.iter().enumerate() {
+        if let Some(stop) = control.stop(done) {
+            tracing::debug!(provider = provider.name.as_str(), written = done, "ingest stopped before a unit");
+            return Err(stop);
+        }
         let key = LedgerKey {
             provider: ledger_scope.clone(),
             idempotency_key: request.idempotency_key.clone(),
             event_id: unit.event_id.clone(),
             unit_index: unit.unit_index,
         };
-        let recorded = match wait_for_claim(ledger, &key, policy, target.timeout).await? {
+        let recorded = match wait_for_claim(ledger, &key, policy, target.timeout, &control.cancelled).await? {
             Claim::Done(recorded) => recorded,
             Claim::Busy => return Err(IngestError::InProgress),
             Claim::Claimed { token, replaces } => {
@@ -238,17 +321,24 @@ pub fn ledger_provider(provider: &Provider, target: &Target) -> String {
     key
 }
 
-/// Claim `key`, waiting up to `patience` while another call holds it.
+/// Claim `key`, waiting up to `patience` while another call holds it (and no longer than the
+/// caller stays: a cancelled wait reports [`Claim::Busy`]).
 async fn wait_for_claim(
     ledger: &dyn Ledger,
     key: &LedgerKey,
     policy: ClaimPolicy,
     patience: Duration,
+    cancelled: &CancellationToken,
 ) -> Result<Claim, IngestError> {
     let give_up = Instant::now() + patience;
     loop {
         match ledger.claim(key, policy).await.map_err(IngestError::Ledger)? {
-            Claim::Busy if Instant::now() < give_up => tokio::time::sleep(BUSY_POLL).await,
+            Claim::Busy if Instant::now() < give_up && !cancelled.is_cancelled() => {
+                tokio::select! {
+                    () = tokio::time::sleep(BUSY_POLL) => {}
+                    () = cancelled.cancelled() => {}
+                }
+            }
             claim => return Ok(claim),
         }
     }
@@ -304,6 +394,45 @@ mod tests {
     use serde_json::Map;
 
     use super::*;
+
+    /// A provider writing to a port nothing listens on: any unit sent would fail `Connect`.
+    fn unreachable_provider() -> std::sync::Arc<Provider> {
+        let text = "apiVersion: memgate.io/v1alpha1\nkind: MemoryProvider\nmetadata: {name: p, namespace: agents}\n\
+                    spec:\n  dialect: {builtin: mem0-oss-rest-2026-08}\n  endpoint: {origin: \"http://127.0.0.1:1\", \
+                    allowInsecureHttp: true}\n  credentials: {secretRef: {name: s, key: k}}\n  scope: {userId: u, \
+                    agentId: a}\n  nexent: {ingest: true}\n  access: {anonymous: true}\n---\napiVersion: v1\nkind: Secret\n\
+                    metadata: {name: s, namespace: agents}\nstringData: {k: key}\n";
+        let docs: Vec<_> = memgate_crds::manifest::documents(text)
+            .expect("yaml")
+            .into_iter()
+            .map(|(i, v)| (format!("t#{i}"), v))
+            .collect();
+        let snapshot = crate::config::build_snapshot(&docs, &Default::default()).expect("valid");
+        std::sync::Arc::clone(snapshot.provider("p").expect("served"))
+    }
+
+    fn three() -> IngestRequest {
+        request((0..3).map(|i| unit(&format!("e{i}"), None, "content")).collect())
+    }
+
+    /// No unit starts after the call's deadline or once the caller is gone: nothing is sent.
+    #[tokio::test]
+    async fn a_call_past_its_deadline_or_cancelled_starts_no_unit() {
+        let engine = Engine::new(crate::engine::EngineConfig::default()).expect("engine");
+        let provider = unreachable_provider();
+        let ledger = MemoryLedger::default();
+        let past = CallControl { deadline: Instant::now(), cancelled: CancellationToken::new() };
+        let err = ingest_controlled(&engine, &provider, &provider.target, &ledger, three(), &past).await;
+        assert_eq!(err.unwrap_err(), IngestError::DeadlineExceeded { written: 0 });
+        let gone = CallControl::new(Duration::from_secs(60), CancellationToken::new());
+        gone.cancelled.cancel();
+        let err = ingest_controlled(&engine, &provider, &provider.target, &ledger, three(), &gone).await;
+        assert_eq!(err.unwrap_err(), IngestError::Cancelled { written: 0 });
+        assert!(ledger.is_empty(), "no unit was claimed");
+        let live = CallControl::default();
+        let err = ingest_controlled(&engine, &provider, &provider.target, &ledger, three(), &live).await;
+        assert!(matches!(err, Err(IngestError::Upstream { error: EngineError::Connect, .. })), "{err:?}");
+    }
 
     fn unit(event_id: &str, index: Option<i64>, content: &str) -> IngestUnit {
         IngestUnit {

@@ -25,17 +25,21 @@
 //!   which cancels the tool call and drops the upstream request.
 //!
 //! Responses are `application/json` unless a handler emits a message before its result (this
-//! surface never does). Order of checks: an unknown provider answers 404 (before the transport
-//! sees the request); then rmcp refuses a `Host` outside the allowed hosts (default: loopback
-//! only) with 403 and a body over [`MAX_REQUEST_BODY_BYTES`] with 413, before any MCP processing.
+//! surface never does). Order of checks ([`http_checks`]): the request's authority (absolute-form
+//! target or `Host`) must be an allowed host (default: loopback only) and an `Origin`, when sent,
+//! a configured one (none by default): 400 / 403; an unknown provider answers 404; a JSON body
+//! over [`MAX_REQUEST_BODY_BYTES`] is 413, one that is not JSON or not JSON-RPC a JSON-RPC error
+//! (`-32700` / `-32600`, HTTP 400); only then does the transport see the request (where rmcp checks
+//! `Host` and `Origin` once more).
 
+mod http_checks;
 mod server;
 
 use std::sync::Arc;
 
 use axum::Router;
 use axum::extract::{Path, Request, State};
-use axum::http::StatusCode;
+use axum::http::{Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::any;
 use futures::future::BoxFuture;
@@ -54,6 +58,30 @@ pub const MAX_REQUEST_BODY_BYTES: usize = 64 * 1024;
 
 /// `Host` values accepted when no allowed hosts are configured: loopback only.
 pub const DEFAULT_ALLOWED_HOSTS: [&str; 3] = ["localhost", "127.0.0.1", "::1"];
+
+pub use http_checks::{Refusal, valid_origin_entry};
+
+/// Which requests the HTTP side of the MCP surface accepts (see [`http_checks`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct McpHttpConfig {
+    /// Accepted authorities (`name` or `name:port`); empty means [`DEFAULT_ALLOWED_HOSTS`], never
+    /// "any host".
+    pub allowed_hosts: Vec<String>,
+    /// Accepted `Origin` values (`scheme://host[:port]` or `null`); empty refuses every request that
+    /// carries an `Origin`.
+    pub allowed_origins: Vec<String>,
+}
+
+impl McpHttpConfig {
+    /// The hosts actually accepted: the configured ones, or loopback names.
+    pub fn effective_hosts(&self) -> Vec<String> {
+        if self.allowed_hosts.is_empty() {
+            DEFAULT_ALLOWED_HOSTS.iter().map(ToString::to_string).collect()
+        } else {
+            self.allowed_hosts.clone()
+        }
+    }
+}
 
 /// What the MCP surface needs from the gateway: which providers exist and how to search one.
 ///
@@ -96,45 +124,60 @@ type Service = StreamableHttpService<ContextSearchServer, NeverSessionManager>;
 struct McpState {
     search: Arc<dyn ProviderSearch>,
     service: Service,
+    hosts: Vec<String>,
+    origins: Vec<String>,
 }
 
 /// The rmcp transport configuration this surface uses (see the module docs).
-///
-/// `allowed_hosts` are `Host` values (`name` or `name:port`); empty means
-/// [`DEFAULT_ALLOWED_HOSTS`], never "any host".
-pub fn transport_config(allowed_hosts: Vec<String>) -> StreamableHttpServerConfig {
-    let allowed_hosts = if allowed_hosts.is_empty() {
-        DEFAULT_ALLOWED_HOSTS.iter().map(ToString::to_string).collect()
-    } else {
-        allowed_hosts
-    };
+pub fn transport_config(config: &McpHttpConfig) -> StreamableHttpServerConfig {
     StreamableHttpServerConfig::default()
-        .with_allowed_hosts(allowed_hosts)
+        .with_allowed_hosts(config.effective_hosts())
+        .with_allowed_origins(config.allowed_origins.clone())
+        .enforce_origin_validation()
         .with_legacy_session_mode(false)
         .with_json_response(true)
         .with_sse_keep_alive(None)
         .with_max_request_body_bytes(MAX_REQUEST_BODY_BYTES)
 }
 
-/// The axum router serving `/mcp/{provider}` (POST; other methods answer 405 from the transport).
-///
-/// Unknown providers answer 404 before MCP processing. `allowed_hosts` as in
-/// [`transport_config`].
+/// [`router_with`] accepting the `allowed_hosts` authorities and no `Origin`.
 pub fn router(search: Arc<dyn ProviderSearch>, allowed_hosts: Vec<String>) -> Router {
+    router_with(search, McpHttpConfig { allowed_hosts, allowed_origins: Vec::new() })
+}
+
+/// The axum router serving `/mcp/{provider}` (POST; other methods answer 405 from the transport),
+/// checking each request as the module docs say before the transport sees it.
+pub fn router_with(search: Arc<dyn ProviderSearch>, config: McpHttpConfig) -> Router {
     let handler_search = Arc::clone(&search);
     let service = StreamableHttpService::new(
         move || Ok(ContextSearchServer::new(Arc::clone(&handler_search))),
         Arc::new(NeverSessionManager::default()),
-        transport_config(allowed_hosts),
+        transport_config(&config),
     );
-    let state = Arc::new(McpState { search, service });
+    let hosts = config.effective_hosts();
+    let state = Arc::new(McpState { search, service, hosts, origins: config.allowed_origins });
     Router::new().route("/mcp/{provider}", any(serve)).with_state(state)
 }
 
-async fn serve(State(state): State<Arc<McpState>>, Path(provider): Path<String>, mut request: Request) -> Response {
+async fn serve(State(state): State<Arc<McpState>>, Path(provider): Path<String>, request: Request) -> Response {
+    if let Err(refusal) = http_checks::check_head(request.uri(), request.headers(), &state.hosts, &state.origins) {
+        return refusal.into_response();
+    }
     if !state.search.exists(&provider) {
         return (StatusCode::NOT_FOUND, "Not Found: no such provider").into_response();
     }
+    let mut request = if request.method() == Method::POST && http_checks::has_json_content_type(request.headers()) {
+        let (parts, body) = request.into_parts();
+        let Ok(bytes) = axum::body::to_bytes(body, MAX_REQUEST_BODY_BYTES).await else {
+            return Refusal::TooLarge.into_response();
+        };
+        if let Err(refusal) = http_checks::check_body(&bytes) {
+            return refusal.into_response();
+        }
+        Request::from_parts(parts, axum::body::Body::from(bytes))
+    } else {
+        request
+    };
     request.extensions_mut().insert(ProviderName(provider));
     state.service.handle(request).await.map(axum::body::Body::new)
 }

@@ -11,10 +11,14 @@
 //! | body not a `MemoryIngestRequest`, or over a bound of [`crate::ingest::validate`] | 400 | `invalid_payload` | non_retryable |
 //! | the same unit is being written by another call | 409 | `provider_error` | retryable |
 //! | idempotency ledger unavailable | 503 | `provider_error` | retryable |
+//! | the provider's ledger share is full inside the retry window | 429 + `Retry-After` | `rate_limited` | retryable |
 //!
 //! Checks run in this order: provider (404), caller (401 / 403 / 503), ingest kill switch (503),
 //! body (413 / 400), then the ingest. The ingest runs in its own task, so a caller that goes away
-//! does not leave a unit half-done (it would otherwise lapse into degraded).
+//! does not leave a unit half-done (it would otherwise lapse into degraded); the task is told
+//! through a cancellation token, finishes the unit it is writing and starts no other. The call has
+//! one deadline (`--ingest-call-timeout-ms`): no unit starts after it, and the call then fails with
+//! 504 `timeout` (retryable: the units written are in the ledger, a retry writes the rest).
 
 use std::sync::Arc;
 
@@ -26,9 +30,10 @@ use axum::response::Response;
 use super::admission::{Admitted, admit};
 use super::{ApiError, json_response};
 use crate::engine::Severity;
-use crate::ingest::{IngestError, IngestRequest};
+use crate::ingest::{CallControl, IngestError, IngestRequest, LedgerError};
 use crate::metrics::Operation;
 use crate::state::AppState;
+use tokio_util::sync::CancellationToken;
 
 impl ApiError {
     /// 404: the provider has no verified write contract.
@@ -84,9 +89,25 @@ impl ApiError {
                 StatusCode::CONFLICT,
                 "Another request with the same idempotency key is still being written; retry later.",
             ),
+            IngestError::Ledger(LedgerError::Full { retry_after_seconds }) => {
+                let mut api = ApiError::new(
+                    StatusCode::TOO_MANY_REQUESTS,
+                    "rate_limited",
+                    Severity::Retryable,
+                    "The gateway's idempotency ledger is full for this provider; retry later.",
+                );
+                api.body.retry_after_seconds = Some(*retry_after_seconds);
+                api
+            }
             IngestError::Ledger(_) => {
                 retryable(StatusCode::SERVICE_UNAVAILABLE, "The gateway's idempotency ledger is unavailable.")
             }
+            IngestError::DeadlineExceeded { .. } | IngestError::Cancelled { .. } => ApiError::new(
+                StatusCode::GATEWAY_TIMEOUT,
+                "timeout",
+                Severity::Retryable,
+                "The ingest call reached its deadline; units written so far are recorded and a retry writes the rest.",
+            ),
             IngestError::Upstream { error, .. } => ApiError::from_engine(error),
         }
     }
@@ -102,7 +123,12 @@ pub(super) async fn ingest(
     let request = parse(&call.body).ok_or_else(|| call.refuse(&state, ApiError::bad_ingest_request()))?;
     let Admitted { provider, caller, .. } = call;
     let task_state = Arc::clone(&state);
-    let task = tokio::spawn(async move { task_state.ingest(&provider, &caller, request).await });
+    let cancelled = CancellationToken::new();
+    let control = CallControl::new(state.settings().ingest_call_timeout, cancelled.clone());
+    // Dropped with this handler when the caller goes away (hyper drops the request future on
+    // EOF): the task then stops before its next unit.
+    let _caller_gone = cancelled.drop_guard();
+    let task = tokio::spawn(async move { task_state.ingest(&provider, &caller, request, &control).await });
     match task.await {
         Ok(Ok(result)) => Ok(json_response(StatusCode::OK, &result)),
         Ok(Err(err)) => Err(ApiError::from_ingest(&err)),
@@ -126,7 +152,6 @@ mod tests {
 
     use super::*;
     use crate::engine::EngineError;
-    use crate::ingest::LedgerError;
 
     fn parsed(value: serde_json::Value) -> Option<IngestRequest> {
         parse(&Bytes::from(serde_json::to_vec(&value).expect("json")))
@@ -159,6 +184,8 @@ mod tests {
             (IngestError::NotWritable, 404, "provider_error", "non_retryable"),
             (IngestError::InProgress, 409, "provider_error", "retryable"),
             (IngestError::Ledger(LedgerError::Unavailable), 503, "provider_error", "retryable"),
+            (IngestError::Ledger(LedgerError::Full { retry_after_seconds: 9 }), 429, "rate_limited", "retryable"),
+            (IngestError::DeadlineExceeded { written: 3 }, 504, "timeout", "retryable"),
             (
                 IngestError::Upstream { error: EngineError::Unauthorized, accepted_before: 1 },
                 502,

@@ -125,8 +125,27 @@ pub fn http_client() -> reqwest::Client {
 }
 
 fn command(config: &Path, args: &[&str], env: &[(&str, &str)], log: &Path) -> Command {
+    command_with_open_files(config, args, env, log, None)
+}
+
+/// The gateway's command line; with `open_files`, run under `ulimit -n <open_files>` (through `sh`).
+fn command_with_open_files(
+    config: &Path,
+    args: &[&str],
+    env: &[(&str, &str)],
+    log: &Path,
+    open_files: Option<u64>,
+) -> Command {
     let log_file = std::fs::File::create(log).expect("log file");
-    let mut command = Command::new(env!("CARGO_BIN_EXE_memgate-gateway"));
+    let binary = env!("CARGO_BIN_EXE_memgate-gateway");
+    let mut command = match open_files {
+        Some(limit) => {
+            let mut shell = Command::new("sh");
+            shell.args(["-c", &format!("ulimit -n {limit} && exec \"$0\" \"$@\""), binary]);
+            shell
+        }
+        None => Command::new(binary),
+    };
     command
         .arg("serve")
         .arg("--config")
@@ -151,8 +170,20 @@ impl Gateway {
     /// Start `memgate-gateway serve --config <config>` on a free loopback port and wait until
     /// `/readyz` answers 200. `log_dir` receives `gateway.log`.
     pub async fn start(config: &Path, log_dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Gateway {
+        Gateway::start_with_open_files(config, log_dir, args, env, None).await
+    }
+
+    /// [`Gateway::start`] under `ulimit -n <open_files>` when given.
+    pub async fn start_with_open_files(
+        config: &Path,
+        log_dir: &Path,
+        args: &[&str],
+        env: &[(&str, &str)],
+        open_files: Option<u64>,
+    ) -> Gateway {
         let log = log_dir.join("gateway.log");
-        let mut child = command(config, args, env, &log).spawn().expect("spawn memgate-gateway");
+        let mut child =
+            command_with_open_files(config, args, env, &log, open_files).spawn().expect("spawn memgate-gateway");
         let deadline = tokio::time::Instant::now() + PATIENCE;
         let address = loop {
             if let Some(address) = listening_address(&log) {
@@ -184,6 +215,21 @@ impl Gateway {
 
     pub fn logs(&self) -> String {
         read(&self.log)
+    }
+
+    /// `host:port` of the data port.
+    pub fn address(&self) -> String {
+        self.base.trim_start_matches("http://").to_string()
+    }
+
+    /// `http://host:port` of the admin port (`--admin-listen`), from its `admin listening` event.
+    pub fn admin_base(&self) -> Option<String> {
+        logged_address(&self.log, "admin listening").map(|address| format!("http://{address}"))
+    }
+
+    /// GET `url` (any base).
+    pub async fn get_url(&self, url: &str) -> Answer {
+        answer(self.http.get(url).send().await.expect("GET")).await
     }
 
     pub fn pid(&self) -> Option<u32> {
@@ -268,10 +314,15 @@ fn read(path: &Path) -> String {
 
 /// The address of the `listening` log event, once it is written.
 fn listening_address(log: &Path) -> Option<String> {
+    logged_address(log, "listening")
+}
+
+/// The `address` field of the first log event with `message`.
+fn logged_address(log: &Path, message: &str) -> Option<String> {
     read(log).lines().find_map(|line| {
         let event: Value = serde_json::from_str(line).ok()?;
         let fields = event.get("fields")?;
-        (fields.get("message")?.as_str()? == "listening").then(|| fields.get("address")?.as_str().map(String::from))?
+        (fields.get("message")?.as_str()? == message).then(|| fields.get("address")?.as_str().map(String::from))?
     })
 }
 

@@ -72,12 +72,13 @@ pub fn deployment(meta: &Meta<'_>, plan: &PodPlan<'_>, config_hash: &str, settin
             template: PodTemplateSpec {
                 metadata: Some(ObjectMeta {
                     labels: Some(selector_labels()),
-                    annotations: Some(BTreeMap::from([(CONFIG_HASH_ANNOTATION.to_string(), config_hash.to_string())])),
+                    annotations: Some(pod_annotations(config_hash, settings)),
                     ..ObjectMeta::default()
                 }),
                 spec: Some(PodSpec {
                     service_account_name: Some(GATEWAY_NAME.into()),
                     automount_service_account_token: Some(plan.api_identity),
+                    termination_grace_period_seconds: Some(DRAIN_SECONDS + 10),
                     security_context: Some(PodSecurityContext {
                         run_as_non_root: Some(true),
                         run_as_user: Some(RUN_AS),
@@ -100,11 +101,33 @@ pub fn deployment(meta: &Meta<'_>, plan: &PodPlan<'_>, config_hash: &str, settin
     }
 }
 
+/// Seconds the gateway drains in-flight requests after SIGTERM (`--shutdown-timeout-ms`); the pod's
+/// termination grace period is ten seconds longer.
+pub const DRAIN_SECONDS: i64 = 25;
+
+/// Pod-template annotations: the config hash that rolls the pods, and the conventional Prometheus
+/// scrape hints pointing at the admin port.
+fn pod_annotations(config_hash: &str, settings: &GatewaySettings) -> BTreeMap<String, String> {
+    BTreeMap::from([
+        (CONFIG_HASH_ANNOTATION.to_string(), config_hash.to_string()),
+        ("prometheus.io/scrape".to_string(), "true".to_string()),
+        ("prometheus.io/port".to_string(), settings.admin_port.to_string()),
+        ("prometheus.io/path".to_string(), "/metrics".to_string()),
+    ])
+}
+
 /// The serving container: its command line, ports and probes are rendered here and only here
 /// (the gateway's flags live in gateway/src/main.rs).
 fn serving_container(plan: &PodPlan<'_>, settings: &GatewaySettings) -> Container {
     let mut args: Vec<String> = ["serve", "--config", CONFIG_DIR, "--listen"].map(String::from).into_iter().collect();
     args.push(format!("0.0.0.0:{}", settings.port));
+    // Probes and scrapes go to the admin listener, which has its own connection cap, so a saturated
+    // serving port never fails a liveness probe.
+    args.push("--admin-listen".into());
+    args.push(format!("0.0.0.0:{}", settings.admin_port));
+    // Drain in-flight requests for less than the kubelet waits before SIGKILL.
+    args.push("--shutdown-timeout-ms".into());
+    args.push((DRAIN_SECONDS * 1000).to_string());
     // The URL tenants use: the default audience and the RFC 9728 resource of OIDC providers.
     args.push("--public-url".into());
     args.push(gateway_url(plan.namespace, settings.port));
@@ -115,7 +138,7 @@ fn serving_container(plan: &PodPlan<'_>, settings: &GatewaySettings) -> Containe
     let probe = |path: &str| Probe {
         http_get: Some(HTTPGetAction {
             path: Some(path.into()),
-            port: IntOrString::String("http".into()),
+            port: IntOrString::String("admin".into()),
             ..HTTPGetAction::default()
         }),
         period_seconds: Some(10),
@@ -145,12 +168,20 @@ fn serving_container(plan: &PodPlan<'_>, settings: &GatewaySettings) -> Containe
         name: GATEWAY_CONTAINER.into(),
         command: Some(vec!["memgate-gateway".into()]),
         args: Some(args),
-        ports: Some(vec![ContainerPort {
-            name: Some("http".into()),
-            container_port: i32::from(settings.port),
-            protocol: Some("TCP".into()),
-            ..ContainerPort::default()
-        }]),
+        ports: Some(vec![
+            ContainerPort {
+                name: Some("http".into()),
+                container_port: i32::from(settings.port),
+                protocol: Some("TCP".into()),
+                ..ContainerPort::default()
+            },
+            ContainerPort {
+                name: Some("admin".into()),
+                container_port: i32::from(settings.admin_port),
+                protocol: Some("TCP".into()),
+                ..ContainerPort::default()
+            },
+        ]),
         env: Some(env),
         readiness_probe: Some(probe("/readyz")),
         liveness_probe: Some(probe("/healthz")),

@@ -3,6 +3,7 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{Container, PodSpec};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use memgate_crds::manifest::documents;
 use memgate_crds::{DialectPresetSpec, MemoryProviderSpec};
 use serde_json::{Value, json};
@@ -16,6 +17,7 @@ fn settings() -> GatewaySettings {
         image_pull_policy: "IfNotPresent".into(),
         replicas: 2,
         port: 8080,
+        admin_port: 9090,
         resources: Resources {
             cpu_request: "50m".into(),
             memory_request: "64Mi".into(),
@@ -194,6 +196,45 @@ fn serve_args_name_the_public_url_tenants_use() {
     let args = container(&gateway, "gateway").args.clone().unwrap_or_default();
     let at = args.iter().position(|a| a == "--public-url").expect("--public-url");
     assert_eq!(args[at + 1], "http://memgate-gateway.agents.svc:8080");
+}
+
+#[test]
+fn probes_and_scrapes_use_the_admin_port_which_the_service_never_exposes() {
+    let a = spec(json!({}));
+    let gateway =
+        render(&input(vec![ServedProvider { name: "a", spec: &a, preset: None }]), &settings()).expect("renders");
+    let serving = container(&gateway, "gateway");
+    let args = serving.args.clone().unwrap_or_default();
+    let at = args.iter().position(|a| a == "--admin-listen").expect("--admin-listen");
+    assert_eq!(args[at + 1], "0.0.0.0:9090");
+    let ports: Vec<(Option<String>, i32)> =
+        serving.ports.iter().flatten().map(|p| (p.name.clone(), p.container_port)).collect();
+    assert_eq!(ports, [(Some("http".into()), 8080), (Some("admin".into()), 9090)]);
+    for probe in [&serving.readiness_probe, &serving.liveness_probe] {
+        let port = probe.as_ref().and_then(|p| p.http_get.as_ref()).map(|g| g.port.clone());
+        assert_eq!(port, Some(IntOrString::String("admin".into())));
+    }
+    let annotations = pod_template_annotations(&gateway);
+    assert_eq!(annotations.get("prometheus.io/port").map(String::as_str), Some("9090"));
+    let service_ports: Vec<i32> =
+        gateway.service.spec.iter().flat_map(|s| s.ports.iter().flatten()).map(|p| p.port).collect();
+    assert_eq!(service_ports, [8080]);
+}
+
+#[test]
+fn the_pod_grace_period_outlasts_the_gateway_drain() {
+    let a = spec(json!({}));
+    let gateway =
+        render(&input(vec![ServedProvider { name: "a", spec: &a, preset: None }]), &settings()).expect("renders");
+    let args = container(&gateway, "gateway").args.clone().unwrap_or_default();
+    let at = args.iter().position(|a| a == "--shutdown-timeout-ms").expect("--shutdown-timeout-ms");
+    let drain_ms: i64 = args[at + 1].parse().expect("a number");
+    let grace = pod(&gateway).termination_grace_period_seconds.expect("grace period");
+    assert!(grace * 1000 > drain_ms, "grace {grace}s must outlast the {drain_ms}ms drain");
+}
+
+fn pod_template_annotations(gateway: &Gateway) -> BTreeMap<String, String> {
+    gateway.deployment.spec.template.metadata.as_ref().and_then(|m| m.annotations.clone()).unwrap_or_default()
 }
 
 #[test]

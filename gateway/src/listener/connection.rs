@@ -1,0 +1,124 @@
+//! One accepted connection: HTTP/1 or HTTP/2 (detected from its first bytes), its protocol limits,
+//! and the watchdog that closes it when its timers run out or the listener shuts down.
+//!
+//! hyper bounds the HTTP/1 request head (`header_read_timeout`, read buffer size) and HTTP/2
+//! (windows, header list, streams, pings). What hyper does not bound is done here: hyper-util's
+//! automatic version detection reads the first bytes with no timer at all (hyper-util 0.1.21
+//! `src/server/conn/auto/mod.rs`, `ReadVersion::poll` loops on `poll_read` until it has 24 bytes
+//! or a mismatch with the HTTP/2 preface), so a connection that sends nothing, or a prefix of the
+//! preface, would be held forever; and HTTP/2 has no idle timeout. The watchdog ([`watch`])
+//! therefore closes a connection that has had no request in flight for the header-read timeout
+//! (before its first request) or the idle timeout (after one), and drops one whose response has
+//! waited for the write timeout (a reader that never reads), resetting it so the kernel drops the
+//! unsent answer too.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use hyper::body::Incoming;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::conn::auto::Builder;
+use tokio::net::TcpStream;
+use tokio::sync::watch;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::activity::{Activity, Expiry};
+use super::limits::{H2_CONNECTION_WINDOW, H2_MAX_SEND_BUFFER, H2_STREAM_WINDOW, ListenerLimits};
+use super::request::{self, Shared};
+use super::stream;
+
+/// How long a connection closed gracefully for idleness may take to finish before it is dropped.
+const CLOSE_GRACE: Duration = Duration::from_secs(1);
+/// Interval and timeout of HTTP/2 keep-alive pings (a peer that vanished is noticed).
+const H2_PING: Duration = Duration::from_secs(20);
+/// Most HTTP/1 header fields.
+const MAX_HEADERS: usize = 100;
+/// hyper's smallest allowed HTTP/1 buffer.
+const MIN_H1_BUFFER: usize = 8192;
+
+/// The protocol builder carrying `limits`.
+pub fn builder(limits: &ListenerLimits) -> Builder<TokioExecutor> {
+    let mut builder = Builder::new(TokioExecutor::new());
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(limits.header_read_timeout)
+        .max_buf_size(limits.max_header_bytes.max(MIN_H1_BUFFER))
+        .max_headers(MAX_HEADERS)
+        .half_close(false)
+        .keep_alive(true);
+    builder
+        .http2()
+        .timer(TokioTimer::new())
+        .max_concurrent_streams(limits.h2_max_streams)
+        .max_header_list_size(u32::try_from(limits.max_header_bytes).unwrap_or(u32::MAX))
+        .initial_stream_window_size(H2_STREAM_WINDOW)
+        .initial_connection_window_size(H2_CONNECTION_WINDOW)
+        .max_send_buf_size(H2_MAX_SEND_BUFFER)
+        .keep_alive_interval(H2_PING)
+        .keep_alive_timeout(H2_PING)
+        .max_pending_accept_reset_streams(20)
+        .max_local_error_reset_streams(128);
+    builder
+}
+
+/// Serve `stream` (whose activity `activity` records) until it ends, its timers run out, or
+/// `shutdown` turns true or `evicted` is cancelled (then in-flight requests finish and the
+/// connection closes gracefully).
+pub async fn watch(
+    stream: TcpStream,
+    builder: Arc<Builder<TokioExecutor>>,
+    shared: Arc<Shared>,
+    activity: Arc<Activity>,
+    evicted: CancellationToken,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let limits = shared.limits;
+    let requests = Arc::clone(&activity);
+    let service = service_fn(move |request: hyper::Request<Incoming>| {
+        request::serve(Arc::clone(&shared), Arc::clone(&requests), request)
+    });
+    let (stream, resetter) = stream::share(stream);
+    let connection = builder.serve_connection(TokioIo::new(stream), service).into_owned();
+    tokio::pin!(connection);
+    loop {
+        let at = activity.expiry(&limits).map_or_else(|| Instant::now() + limits.write_timeout, |(at, _)| at);
+        tokio::select! {
+            _ = connection.as_mut() => return,
+            changed = shutdown.changed() => {
+                if changed.is_err() || *shutdown.borrow() {
+                    connection.as_mut().graceful_shutdown();
+                    let _ = connection.as_mut().await;
+                    return;
+                }
+            }
+            () = activity.changed() => {}
+            () = evicted.cancelled() => {
+                // Idle, and its slot went to a new connection: close now (gracefully, should a
+                // request have started meanwhile).
+                connection.as_mut().graceful_shutdown();
+                let _ = tokio::time::timeout(CLOSE_GRACE, connection.as_mut()).await;
+                return;
+            }
+            () = tokio::time::sleep_until(at) => {
+                // Look again: a request may have started or ended while sleeping.
+                let due = activity.expiry(&limits).filter(|(at, _)| *at <= Instant::now()).map(|(_, e)| e);
+                match due {
+                    Some(Expiry::Idle) => {
+                        connection.as_mut().graceful_shutdown();
+                        let _ = tokio::time::timeout(CLOSE_GRACE, connection.as_mut()).await;
+                        return;
+                    }
+                    Some(Expiry::WriteStalled) => {
+                        tracing::debug!("connection reset: a response was not read within the write timeout");
+                        resetter.reset_on_close();
+                        return;
+                    }
+                    None => {}
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,154 @@
+//! Accepting connections with every resource bounded, and shutting down without dropping requests.
+//!
+//! Owns the sockets: the accept loop, the connection cap, the per-connection protocol limits and
+//! timers ([`connection`]), the in-flight cap and whole-body reading ([`request`]), and the drain on
+//! shutdown. It never routes, authenticates or inspects a body's content (the router does).
+//!
+//! | limit | when exceeded |
+//! |---|---|
+//! | open connections ([`ListenerLimits::max_connections`], lowered to keep [`limits::RESERVED_FILES`] descriptors free) | the connection idle longest (no request in flight) is closed to make room ([`slots`]); when every connection has a request in flight, the new one gets a short `503` (HTTP/1, `Connection: close`, `Retry-After: 1`) and is closed |
+//! | requests in flight ([`ListenerLimits::max_in_flight`]) | `503` `provider_error` retryable, `Retry-After: 1` |
+//! | request head: [`ListenerLimits::header_read_timeout`] from connecting (any protocol) or from the previous HTTP/1 response | connection closed |
+//! | request head size: [`ListenerLimits::max_header_bytes`], 100 HTTP/1 fields | `431` (HTTP/1) / stream reset (HTTP/2) |
+//! | body: [`ListenerLimits::body_read_timeout`] from the head, at most 1 MiB | `408` / `413`, connection closed |
+//! | no request in flight for [`ListenerLimits::idle_timeout`] | connection closed gracefully (HTTP/2 `GOAWAY`) |
+//! | a response not sent within [`ListenerLimits::write_timeout`] of its head | connection reset (the unsent answer is discarded, also from kernel buffers) |
+//! | HTTP/2: [`ListenerLimits::h2_max_streams`] streams, 256 KiB stream / 1 MiB connection windows, 256 KiB send buffer per stream | flow control / `REFUSED_STREAM` |
+//!
+//! Shutdown: when the shutdown signal turns true the listener stops accepting, every connection is
+//! closed gracefully (HTTP/1 after its current response, HTTP/2 with `GOAWAY`), and [`Listener::run`]
+//! returns once all have finished or the drain timeout has passed.
+
+mod activity;
+mod connection;
+pub mod limits;
+mod request;
+mod slots;
+mod stream;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{Semaphore, mpsc, watch};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use activity::Activity;
+pub use limits::{ListenerLimits, effective_max_connections, open_file_limit};
+use request::Shared;
+use slots::Slots;
+
+/// Pause after a failed `accept` (e.g. out of file descriptors) before trying again.
+const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);
+
+/// The body answering a connection over the cap (the gateway's error JSON).
+const OVER_CAPACITY_BODY: &str = "{\"code\":\"provider_error\",\"severity\":\"retryable\",\
+\"message\":\"The gateway is at its connection limit; retry later.\",\"retry_after_seconds\":1}";
+
+/// A complete HTTP/1.1 503 carrying [`OVER_CAPACITY_BODY`]; the connection is closed after it.
+fn over_capacity_response() -> Vec<u8> {
+    format!(
+        "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\nretry-after: 1\r\n\
+         connection: close\r\ncontent-length: {}\r\n\r\n{OVER_CAPACITY_BODY}",
+        OVER_CAPACITY_BODY.len()
+    )
+    .into_bytes()
+}
+
+/// One bound listener with its routes and limits.
+pub struct Listener {
+    name: &'static str,
+    socket: TcpListener,
+    router: Router,
+    limits: ListenerLimits,
+}
+
+impl Listener {
+    /// A listener called `name` (for logs) serving `router` on `socket` within `limits`.
+    pub fn new(name: &'static str, socket: TcpListener, router: Router, limits: ListenerLimits) -> Listener {
+        Listener { name, socket, router, limits }
+    }
+
+    /// Accept and serve until `shutdown` turns true, then drain: wait for open connections to
+    /// finish, at most `drain` (connections still open then are dropped).
+    pub async fn run(self, mut shutdown: watch::Receiver<bool>, drain: Duration) {
+        let Listener { name, socket, router, limits } = self;
+        let builder = Arc::new(connection::builder(&limits));
+        let shared =
+            Arc::new(Shared { router, in_flight: Arc::new(Semaphore::new(limits.max_in_flight.max(1))), limits });
+        let slots = Slots::new(limits.max_connections);
+        let over_capacity = over_capacity_response();
+        // Every connection task holds a clone; when all are gone, `recv` returns `None`.
+        let (alive, mut all_closed) = mpsc::channel::<()>(1);
+        loop {
+            let accepted = tokio::select! {
+                accepted = socket.accept() => accepted,
+                changed = shutdown.changed() => {
+                    if changed.is_err() || *shutdown.borrow() {
+                        break;
+                    }
+                    continue;
+                }
+            };
+            let stream = match accepted {
+                Ok((stream, _)) => stream,
+                Err(err) => {
+                    tracing::warn!(listener = name, error = %err, "accept failed; retrying");
+                    tokio::time::sleep(ACCEPT_BACKOFF).await;
+                    continue;
+                }
+            };
+            let activity = Activity::new(Instant::now());
+            let evicted = CancellationToken::new();
+            let Some(slot) = slots.take(Arc::clone(&activity), evicted.clone()) else {
+                refuse_over_capacity(&stream, &over_capacity);
+                continue;
+            };
+            let _ = stream.set_nodelay(true);
+            let (builder, shared, shutdown, alive) =
+                (Arc::clone(&builder), Arc::clone(&shared), shutdown.clone(), alive.clone());
+            tokio::spawn(async move {
+                connection::watch(stream, builder, shared, activity, evicted, shutdown).await;
+                drop((slot, alive));
+            });
+        }
+        drop(socket);
+        drop(alive);
+        tracing::info!(listener = name, "no longer accepting; finishing open connections");
+        if tokio::time::timeout(drain, all_closed.recv()).await.is_err() {
+            tracing::warn!(listener = name, "drain timeout reached; dropping the connections still open");
+        }
+    }
+}
+
+/// Answer a connection over the cap without waiting on it: read what it already sent (so closing
+/// does not reset the connection before the answer arrives), write the 503 if the socket takes it
+/// at once, and close.
+fn refuse_over_capacity(stream: &TcpStream, answer: &[u8]) {
+    let mut scratch = [0u8; 4096];
+    let _ = stream.try_read(&mut scratch);
+    let _ = stream.try_write(answer);
+    tracing::debug!("connection refused: at the connection limit");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_over_capacity_answer_is_a_complete_http_response() {
+        let bytes = over_capacity_response();
+        let text = std::str::from_utf8(&bytes).expect("ascii");
+        let (head, body) = text.split_once("\r\n\r\n").expect("head and body");
+        let length: usize = head
+            .lines()
+            .find_map(|l| l.strip_prefix("content-length: "))
+            .and_then(|v| v.parse().ok())
+            .expect("content-length");
+        assert_eq!(length, body.len());
+        let json: serde_json::Value = serde_json::from_str(body).expect("json body");
+        assert_eq!(json["severity"], "retryable");
+    }
+}

@@ -1,0 +1,148 @@
+//! A TCP stream shared between hyper (which reads and writes it) and the connection's watchdog
+//! (which may reset it): the only way to reach the socket once hyper owns the connection.
+//!
+//! Resetting (`SO_LINGER` 0, then close) is for a connection dropped because its reader stopped
+//! reading: a plain close would leave the unsent answer queued in the kernel for as long as the
+//! peer keeps its window shut; a reset discards it at once.
+
+use std::io;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll, ready};
+use std::time::Duration;
+
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::TcpStream;
+
+/// A [`TcpStream`] usable by hyper through [`hyper_util::rt::TokioIo`] while a [`Resetter`] holds
+/// on to the same socket.
+#[derive(Debug)]
+pub struct SharedStream(Arc<TcpStream>);
+
+/// Resets the connection of a [`SharedStream`].
+#[derive(Debug)]
+pub struct Resetter(Arc<TcpStream>);
+
+/// Share `stream`.
+pub fn share(stream: TcpStream) -> (SharedStream, Resetter) {
+    let stream = Arc::new(stream);
+    (SharedStream(Arc::clone(&stream)), Resetter(stream))
+}
+
+impl Resetter {
+    /// Make the socket's close a reset, discarding anything still queued to send. The socket
+    /// closes when the last holder (hyper's connection, this resetter) is dropped.
+    pub fn reset_on_close(self) {
+        // Linger 0 resets at once: the drop never blocks (tokio deprecates only waiting lingers).
+        let _ = socket2::SockRef::from(self.0.as_ref()).set_linger(Some(Duration::ZERO));
+    }
+}
+
+impl AsyncRead for SharedStream {
+    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+        loop {
+            ready!(self.0.poll_read_ready(cx))?;
+            match self.0.try_read(buf.initialize_unfilled()) {
+                Ok(read) => {
+                    buf.advance(read);
+                    return Poll::Ready(Ok(()));
+                }
+                // Readiness was stale; `try_read` cleared it, so the next poll registers the waker.
+                Err(err) if err.kind() == io::ErrorKind::WouldBlock => {}
+                Err(err) => return Poll::Ready(Err(err)),
+            }
+        }
+    }
+}
+
+impl AsyncWrite for SharedStream {
+    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, data: &[u8]) -> Poll<io::Result<usize>> {
+        loop {
+            ready!(self.0.poll_write_ready(cx))?;
+            match self.0.try_write(data) {
+                Ok(written) => return Poll::Ready(Ok(written)),
+                Err(err) if err.kind() == io::ErrorKind::WouldBlock => {}
+                Err(err) => return Poll::Ready(Err(err)),
+            }
+        }
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        data: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        loop {
+            ready!(self.0.poll_write_ready(cx))?;
+            match self.0.try_write_vectored(data) {
+                Ok(written) => return Poll::Ready(Ok(written)),
+                Err(err) if err.kind() == io::ErrorKind::WouldBlock => {}
+                Err(err) => return Poll::Ready(Err(err)),
+            }
+        }
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        true
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+        // Nothing is buffered here: every write goes to the socket.
+        Poll::Ready(Ok(()))
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let shutdown = socket2::SockRef::from(self.0.as_ref()).shutdown(std::net::Shutdown::Write);
+        Poll::Ready(match shutdown {
+            // Already closed by the peer: nothing left to shut down.
+            Err(err) if err.kind() == io::ErrorKind::NotConnected => Ok(()),
+            other => other,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    use super::*;
+
+    #[tokio::test]
+    async fn a_shared_stream_reads_writes_and_shuts_down() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let address = listener.local_addr().expect("address");
+        let client = tokio::spawn(async move {
+            let mut client = TcpStream::connect(address).await.expect("connect");
+            client.write_all(b"ping").await.expect("write");
+            let mut answer = Vec::new();
+            client.read_to_end(&mut answer).await.expect("read");
+            answer
+        });
+        let (accepted, _) = listener.accept().await.expect("accept");
+        let (mut shared, _resetter) = share(accepted);
+        let mut request = [0u8; 4];
+        shared.read_exact(&mut request).await.expect("read");
+        assert_eq!(&request, b"ping");
+        shared.write_all(b"pong").await.expect("write");
+        shared.shutdown().await.expect("shutdown");
+        assert_eq!(client.await.expect("client"), b"pong");
+    }
+
+    #[tokio::test]
+    async fn a_reset_discards_what_was_not_sent() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let address = listener.local_addr().expect("address");
+        let client = TcpStream::connect(address).await.expect("connect");
+        let (accepted, _) = listener.accept().await.expect("accept");
+        let (shared, resetter) = share(accepted);
+        resetter.reset_on_close();
+        drop(shared);
+        let mut client = client;
+        let mut buffer = [0u8; 8];
+        let read = client.read(&mut buffer).await;
+        assert!(
+            matches!(&read, Err(err) if err.kind() == io::ErrorKind::ConnectionReset),
+            "the peer sees a reset: {read:?}"
+        );
+    }
+}

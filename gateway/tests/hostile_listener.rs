@@ -1,0 +1,315 @@
+//! Hostile clients against the real `memgate-gateway serve` binary over real sockets: connections
+//! that never send, half-sent heads and HTTP/2 prefaces, trickled bodies, idle HTTP/2 connections,
+//! more connections or requests than allowed, readers that never read, a low open-file limit, and a
+//! shutdown while a request is in flight. Each attack is bounded by a limit flag set small here;
+//! every time check is a generous ceiling (many times the limit), never a tight bound.
+
+mod serve_support;
+mod support;
+
+use std::io::{ErrorKind, Read, Write};
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+use serve_support::{Gateway, ProviderYaml, upstream_secret};
+use support::{Reply, Server};
+
+/// Limit timers of these tests (ms); ceilings below are several times larger.
+const SHORT_MS: &str = "1000";
+/// Whatever a bounded attack may take at most, against limits of one second.
+const CEILING: Duration = Duration::from_secs(20);
+
+async fn gateway_for(upstream: &str, args: &[&str]) -> (Gateway, tempfile::TempDir, tempfile::TempDir) {
+    gateway_with_open_files(upstream, args, None).await
+}
+
+async fn gateway_with_open_files(
+    upstream: &str,
+    args: &[&str],
+    open_files: Option<u64>,
+) -> (Gateway, tempfile::TempDir, tempfile::TempDir) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let logs = tempfile::tempdir().expect("tempdir");
+    let mut provider = ProviderYaml::new("repo-memory", upstream);
+    provider.timeout_ms = 3000;
+    std::fs::write(dir.path().join("gateway.yaml"), format!("{}---\n{}", upstream_secret(), provider.yaml()))
+        .expect("write");
+    let gateway = Gateway::start_with_open_files(dir.path(), logs.path(), args, &[], open_files).await;
+    (gateway, dir, logs)
+}
+
+fn connect(gateway: &Gateway) -> TcpStream {
+    let stream = TcpStream::connect(gateway.address()).expect("connect");
+    stream.set_read_timeout(Some(CEILING)).expect("timeout");
+    stream
+}
+
+/// Read until the gateway closes the connection; what it sent, and how long that took. Fails
+/// the test when the connection is still open after [`CEILING`].
+fn read_until_closed(stream: &mut TcpStream, started: Instant) -> (Vec<u8>, Duration) {
+    let mut received = Vec::new();
+    let mut buffer = [0u8; 16 * 1024];
+    loop {
+        match stream.read(&mut buffer) {
+            Ok(0) => return (received, started.elapsed()),
+            Ok(n) => received.extend_from_slice(&buffer[..n]),
+            Err(err) if matches!(err.kind(), ErrorKind::ConnectionReset | ErrorKind::BrokenPipe) => {
+                return (received, started.elapsed());
+            }
+            Err(err) => panic!("the gateway kept the connection open ({err}) for {:?}", started.elapsed()),
+        }
+    }
+}
+
+/// Write `bytes` one at a time, `pause` apart, until done or the gateway closes the connection.
+fn trickle(stream: &mut TcpStream, bytes: &[u8], pause: Duration) {
+    for byte in bytes {
+        if stream.write_all(&[*byte]).is_err() {
+            return;
+        }
+        std::thread::sleep(pause);
+    }
+}
+
+const HTTP2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+/// An empty HTTP/2 SETTINGS frame.
+const HTTP2_SETTINGS: [u8; 9] = [0, 0, 0, 4, 0, 0, 0, 0, 0];
+
+/// Connections that never send, send part of the HTTP/2 preface, or send a head one byte at a time
+/// are closed by the header-read timeout (before: all still open after 45 s).
+#[tokio::test]
+async fn silent_half_sent_and_slow_heads_are_closed_by_the_header_read_timeout() {
+    let (gateway, _dir, _logs) = gateway_for("http://127.0.0.1:9", &["--header-read-timeout-ms", SHORT_MS]).await;
+    let mut silent = connect(&gateway);
+    let mut preface = connect(&gateway);
+    preface.write_all(&HTTP2_PREFACE[..16]).expect("write");
+    let mut slow = connect(&gateway);
+    let started = Instant::now();
+    let head = b"POST /nexent/v1/repo-memory/search HTTP/1.1\r\nhost: localhost\r\ncontent-length: 2\r\n\r\n{}";
+    let trickled = std::thread::spawn(move || {
+        trickle(&mut slow, head, Duration::from_millis(200));
+        read_until_closed(&mut slow, started)
+    });
+    for stream in [&mut silent, &mut preface] {
+        let (received, took) = read_until_closed(stream, started);
+        assert!(received.is_empty(), "nothing is answered to a connection that sent no request head");
+        assert!(took < CEILING, "{took:?}");
+    }
+    let (received, took) = trickled.join().expect("slow client");
+    assert!(!String::from_utf8_lossy(&received).contains("200 OK"), "the trickled head was never served");
+    assert!(took < CEILING, "{took:?}");
+    // A fresh client: the pooled one's connection was closed meanwhile by the same timeout.
+    let health = serve_support::http_client().get(format!("{}/healthz", gateway.base)).send().await.expect("GET");
+    assert_eq!(health.status(), 200);
+}
+
+/// A request head larger than `--max-header-bytes` is refused (431) and the connection closed,
+/// instead of growing the connection's buffer.
+#[tokio::test]
+async fn an_oversized_request_head_is_refused() {
+    let (gateway, _dir, _logs) = gateway_for("http://127.0.0.1:9", &["--max-header-bytes", "16384"]).await;
+    let mut stream = connect(&gateway);
+    let started = Instant::now();
+    let head = format!("GET /healthz HTTP/1.1\r\nhost: localhost\r\nx-pad: {}\r\n\r\n", "a".repeat(64 * 1024));
+    let _ = stream.write_all(head.as_bytes());
+    let (received, took) = read_until_closed(&mut stream, started);
+    let text = String::from_utf8_lossy(&received);
+    assert!(text.starts_with("HTTP/1.1 431"), "{text}");
+    assert!(took < CEILING, "{took:?}");
+}
+
+/// A body trickled at a byte every 200 ms (Content-Length 100000) ends with 408 (before: still
+/// open after 45 s at 1 byte/s).
+#[tokio::test]
+async fn a_trickled_body_ends_with_408() {
+    let (gateway, _dir, _logs) = gateway_for("http://127.0.0.1:9", &["--body-read-timeout-ms", SHORT_MS]).await;
+    for path in ["/nexent/v1/repo-memory/search", "/mcp/repo-memory"] {
+        let mut stream = connect(&gateway);
+        let started = Instant::now();
+        let head = format!(
+            "POST {path} HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/json\r\n\
+             accept: application/json, text/event-stream\r\ncontent-length: 100000\r\n\r\n"
+        );
+        stream.write_all(head.as_bytes()).expect("head");
+        let mut writer = stream.try_clone().expect("clone");
+        std::thread::spawn(move || trickle(&mut writer, &[b' '; 200], Duration::from_millis(200)));
+        let (received, took) = read_until_closed(&mut stream, started);
+        let text = String::from_utf8_lossy(&received);
+        assert!(text.starts_with("HTTP/1.1 408"), "{path}: {text}");
+        assert!(took < CEILING, "{path}: {took:?}");
+    }
+}
+
+/// An HTTP/2 connection that served a request and then stays idle is closed after the idle
+/// timeout with `GOAWAY` (hyper's HTTP/2 server has no idle timeout of its own); one that never
+/// opens a stream is closed by the header-read timeout.
+#[tokio::test]
+async fn idle_http2_connections_are_closed() {
+    let args = ["--idle-timeout-ms", SHORT_MS, "--header-read-timeout-ms", SHORT_MS];
+    let (gateway, _dir, _logs) = gateway_for("http://127.0.0.1:9", &args).await;
+    let stream = tokio::net::TcpStream::connect(gateway.address()).await.expect("connect");
+    let io = hyper_util::rt::TokioIo::new(stream);
+    let (mut sender, connection) =
+        hyper::client::conn::http2::handshake(hyper_util::rt::TokioExecutor::new(), io).await.expect("h2");
+    let connection = tokio::spawn(connection);
+    let request = http::Request::get(format!("{}/healthz", gateway.base))
+        .body(http_body_util::Empty::<axum::body::Bytes>::new())
+        .expect("request");
+    let response = sender.send_request(request).await.expect("answered over HTTP/2");
+    assert_eq!(response.status(), 200);
+    assert_eq!(response.version(), http::Version::HTTP_2);
+    drop(response);
+    let started = Instant::now();
+    let closed = tokio::time::timeout(CEILING, connection).await;
+    assert!(closed.is_ok(), "the idle HTTP/2 connection is still open after {:?}", started.elapsed());
+
+    let mut silent = connect(&gateway);
+    let started = Instant::now();
+    silent.write_all(HTTP2_PREFACE).expect("preface");
+    silent.write_all(&HTTP2_SETTINGS).expect("settings");
+    let (received, took) = read_until_closed(&mut silent, started);
+    // Frame type 7 is GOAWAY (its 9-byte header: length 8 or more, type 7); the server's SETTINGS come first.
+    let goaway = received.windows(4).any(|w| w[0] == 0 && w[1] == 0 && w[2] >= 8 && w[3] == 7);
+    assert!(goaway, "the connection ends with GOAWAY: {received:?}");
+    assert!(took < CEILING, "{took:?}");
+}
+
+/// At `--max-connections`, a new connection takes the slot of the connection idle longest, so
+/// connections that just sit open never lock out a client; when every connection has a request in
+/// flight, a new one gets a short 503 and is closed, while the admin port keeps answering health,
+/// readiness and metrics.
+#[tokio::test]
+async fn at_the_connection_cap_idle_connections_make_room_and_busy_ones_get_503() {
+    let upstream = Server::always(Reply::Hang).await;
+    let args = ["--max-connections", "8", "--header-read-timeout-ms", "60000", "--admin-listen", "127.0.0.1:0"];
+    let (gateway, _dir, _logs) = gateway_for(&upstream.origin(), &args).await;
+    let admin = gateway.admin_base().expect("admin port logged");
+
+    let mut idle: Vec<TcpStream> = (0..8).map(|_| connect(&gateway)).collect();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let fresh = serve_support::http_client().get(format!("{}/readyz", gateway.base)).send().await.expect("GET");
+    assert_eq!(fresh.status(), 200, "a new client is served at the cap by evicting an idle connection");
+    let (_, took) = read_until_closed(&mut idle[0], Instant::now());
+    assert!(took < CEILING, "the longest idle connection was closed");
+    drop(idle);
+
+    let body = r#"{"query":"q"}"#;
+    let search = format!(
+        "POST /nexent/v1/repo-memory/search HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/json\r\n\
+         content-length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    let mut busy = Vec::new();
+    for _ in 0..8 {
+        let mut stream = connect(&gateway);
+        stream.write_all(search.as_bytes()).expect("search");
+        busy.push(stream);
+    }
+    upstream.wait_for_requests(8).await;
+    let mut extra = connect(&gateway);
+    extra.write_all(b"GET /readyz HTTP/1.1\r\nhost: localhost\r\n\r\n").expect("write");
+    let (received, took) = read_until_closed(&mut extra, Instant::now());
+    let text = String::from_utf8_lossy(&received);
+    assert!(text.starts_with("HTTP/1.1 503") && text.contains("retry-after: 1"), "{text}");
+    assert!(text.contains("\"severity\":\"retryable\""), "{text}");
+    assert!(took < CEILING);
+    for path in ["/healthz", "/readyz", "/metrics"] {
+        assert_eq!(gateway.get_url(&format!("{admin}{path}")).await.status, 200, "{path} on the admin port");
+    }
+    drop(busy);
+}
+
+/// Requests beyond `--max-in-flight` are answered 503 at once instead of queuing behind a hanging
+/// upstream.
+#[tokio::test]
+async fn requests_over_the_in_flight_cap_get_503_at_once() {
+    let upstream = Server::always(Reply::Hang).await;
+    let (gateway, _dir, _logs) = gateway_for(&upstream.origin(), &["--max-in-flight", "2"]).await;
+    let query = json!({"query": "q"});
+    let searches = (0..6).map(|_| gateway.search("repo-memory", &query, None));
+    let statuses: Vec<u16> = futures::future::join_all(searches).await.into_iter().map(|a| a.status).collect();
+    assert_eq!(statuses.iter().filter(|s| **s == 503).count(), 4, "{statuses:?}");
+    assert_eq!(statuses.iter().filter(|s| **s == 504).count(), 2, "{statuses:?}");
+    assert_eq!(upstream.requests().len(), 2, "only the admitted requests reached the upstream");
+}
+
+/// A client that pipelines searches with large answers and never reads is dropped after the write
+/// timeout, before it got all of them (before: the answers were held indefinitely). Its receive
+/// buffer is small, so the answers cannot all vanish into kernel buffers.
+#[tokio::test]
+async fn a_reader_that_never_reads_is_dropped_after_the_write_timeout() {
+    let content = "x".repeat(48 * 1024);
+    let results: Vec<_> = (0..20).map(|i| json!({"id": format!("m{i}"), "memory": content, "score": 0.5})).collect();
+    let upstream = Server::always(Reply::json(&json!({"results": results}))).await;
+    let (gateway, _dir, _logs) = gateway_for(&upstream.origin(), &["--write-timeout-ms", SHORT_MS]).await;
+    let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).expect("socket");
+    socket.set_recv_buffer_size(8 * 1024).expect("small receive buffer");
+    let address: std::net::SocketAddr = gateway.address().parse().expect("address");
+    socket.connect(&address.into()).expect("connect");
+    let mut stream: TcpStream = socket.into();
+    stream.set_read_timeout(Some(CEILING)).expect("timeout");
+    let body = r#"{"query":"q","limit":20}"#;
+    let request = format!(
+        "POST /nexent/v1/repo-memory/search HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/json\r\n\
+         content-length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(request.repeat(8).as_bytes()).expect("pipelined requests");
+    // Not reading for well over the write timeout.
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let (received, took) = read_until_closed(&mut stream, Instant::now());
+    let answers = String::from_utf8_lossy(&received).matches("HTTP/1.1 200").count();
+    assert!(answers < 8, "the connection was dropped before all answers were sent ({answers} started)");
+    assert!(took < CEILING, "{took:?}");
+    assert_eq!(gateway.search("repo-memory", &json!({"query": "q"}), None).await.status, 200);
+}
+
+/// Under `ulimit -n 512`, 600 idle connections neither stop a normal search nor a config reload
+/// (before: the search timed out and the reload failed "unreadable").
+#[tokio::test]
+async fn idle_connections_cannot_use_up_the_file_descriptors() {
+    let upstream = Server::always(Reply::json(&json!({"results": [{"id": "m1", "memory": "one"}]}))).await;
+    let args = ["--header-read-timeout-ms", "60000"];
+    let (gateway, dir, _logs) = gateway_with_open_files(&upstream.origin(), &args, Some(512)).await;
+    let mut idle = Vec::new();
+    for _ in 0..600 {
+        match TcpStream::connect(gateway.address()) {
+            Ok(stream) => idle.push(stream),
+            Err(err) => panic!("connect: {err}"),
+        }
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let fresh = serve_support::http_client();
+    let url = format!("{}/nexent/v1/repo-memory/search", gateway.base);
+    let answer = tokio::time::timeout(CEILING, fresh.post(url).json(&json!({"query": "q"})).send()).await;
+    let answer = answer.expect("the search is answered in time").expect("answered");
+    assert_eq!(answer.status(), 200, "a normal search is served: an idle connection makes room");
+    let mut second = ProviderYaml::new("second", &upstream.origin());
+    second.timeout_ms = 3000;
+    std::fs::write(dir.path().join("second.yaml"), second.yaml()).expect("write");
+    let ready = gateway.wait_ready("reload under 600 idle connections", |r| r["providers"] == 2).await;
+    assert_eq!(ready["lastReloadError"], serde_json::Value::Null, "{ready}");
+    drop(idle);
+}
+
+/// SIGTERM while a search is in flight: the search is still answered, then the process exits 0.
+#[tokio::test]
+async fn sigterm_drains_in_flight_requests() {
+    let reply = Reply::After(Duration::from_millis(1500), Box::new(Reply::json(&json!({"results": []}))));
+    let upstream = Server::always(reply).await;
+    let (mut gateway, _dir, _logs) = gateway_for(&upstream.origin(), &[]).await;
+    let pid = gateway.pid().expect("running").to_string();
+    let search = {
+        let http = serve_support::http_client();
+        let url = format!("{}/nexent/v1/repo-memory/search", gateway.base);
+        tokio::spawn(async move { http.post(url).json(&json!({"query": "q"})).send().await.map(|r| r.status()) })
+    };
+    upstream.wait_for_requests(1).await;
+    let sent = std::process::Command::new("kill").args(["-TERM", &pid]).status().expect("kill");
+    assert!(sent.success());
+    let status = search.await.expect("task").expect("the in-flight search is answered");
+    assert_eq!(status.as_u16(), 200);
+    assert!(gateway.wait().await.success(), "{}", gateway.logs());
+    assert!(TcpStream::connect(gateway.address()).is_err(), "nothing listens after the drain");
+}
