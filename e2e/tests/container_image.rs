@@ -57,9 +57,16 @@ fn instructions(text: &str) -> Vec<(String, String)> {
         .collect()
 }
 
-/// Instructions grouped by stage: `(stage name, base image, instructions)`.
-fn stages(text: &str) -> Vec<(String, String, Vec<(String, String)>)> {
-    let mut out: Vec<(String, String, Vec<(String, String)>)> = Vec::new();
+/// One build stage: its name (`AS name`), base image and instructions `(KEYWORD, arguments)`.
+struct Stage {
+    name: String,
+    base: String,
+    steps: Vec<(String, String)>,
+}
+
+/// Instructions grouped by stage.
+fn stages(text: &str) -> Vec<Stage> {
+    let mut out: Vec<Stage> = Vec::new();
     for (keyword, args) in instructions(text) {
         if keyword == "FROM" {
             let words: Vec<&str> = args.split_whitespace().collect();
@@ -67,9 +74,9 @@ fn stages(text: &str) -> Vec<(String, String, Vec<(String, String)>)> {
                 [_, as_kw, name] if as_kw.eq_ignore_ascii_case("as") => (*name).to_string(),
                 _ => String::new(),
             };
-            out.push((name, words.first().copied().unwrap_or_default().to_string(), Vec::new()));
+            out.push(Stage { name, base: words.first().copied().unwrap_or_default().to_string(), steps: Vec::new() });
         } else if let Some(stage) = out.last_mut() {
-            stage.2.push((keyword, args));
+            stage.steps.push((keyword, args));
         }
     }
     out
@@ -92,24 +99,24 @@ fn release_binary(name: &str) -> PathBuf {
 #[test]
 fn dockerfile_has_a_build_stage_running_the_release_script_and_a_distroless_runtime() {
     let stages = stages(&dockerfile());
-    let names: Vec<&str> = stages.iter().map(|(name, _, _)| name.as_str()).collect();
+    let names: Vec<&str> = stages.iter().map(|stage| stage.name.as_str()).collect();
     assert_eq!(names, ["build", "runtime"], "stages");
-    let runs: Vec<&str> = stages[0].2.iter().filter(|(k, _)| k == "RUN").map(|(_, args)| args.as_str()).collect();
+    let runs: Vec<&str> = stages[0].steps.iter().filter(|(k, _)| k == "RUN").map(|(_, args)| args.as_str()).collect();
     assert_eq!(runs, ["./scripts/build-release.sh"], "the build stage runs exactly the release script");
     let script = std::fs::read_to_string(workspace_root().join("scripts/build-release.sh")).expect("release script");
     let cargo = script.lines().find(|l| l.trim_start().starts_with("cargo build")).expect("a cargo build line");
     for flag in ["--release", "--locked", "--bin memgate-gateway", "--bin memgate-operator"] {
         assert!(cargo.contains(flag), "release build lacks {flag}: {cargo}");
     }
-    let runtime_base = &stages[1].1;
+    let runtime_base = &stages[1].base;
     assert!(runtime_base.starts_with("gcr.io/distroless/cc-debian12"), "runtime base {runtime_base}");
-    assert!(!stages[1].2.iter().any(|(k, _)| k == "RUN"), "the runtime stage has no shell, so it can run nothing");
+    assert!(!stages[1].steps.iter().any(|(k, _)| k == "RUN"), "the runtime stage has no shell, so it can run nothing");
 }
 
 #[test]
 fn runtime_stage_copies_the_release_binaries_and_runs_as_a_numeric_non_root_user() {
     let stages = stages(&dockerfile());
-    let runtime = &stages.last().expect("a runtime stage").2;
+    let runtime = &stages.last().expect("a runtime stage").steps;
     let copies: Vec<(String, String)> = runtime
         .iter()
         .filter(|(k, _)| k == "COPY")
