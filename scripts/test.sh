@@ -2,8 +2,9 @@
 # The project's test command (the README's): everything a change must pass.
 #  0. installs what the tests need when it is missing (scripts/lib/provision.sh: redis-server,
 #     python3-venv, openssl, curl, Go, Node.js; apt-get as root, otherwise it says what to install);
-#  1. provides kube-apiserver + etcd for the real-control-plane tests (built once from Go modules and
-#     cached; see e2e/control-plane/README.md);
+#  1. provides kube-apiserver + etcd for the real-control-plane tests and Jaeger for the trace export
+#     test (each built once from Go modules and cached; see e2e/control-plane/README.md and
+#     e2e/trace-backend/provide.sh);
 #  2. runs every Rust test of the workspace (unit, contract, real API server, real gateway processes);
 #  3. runs the official MCP Python SDK against the real gateway binary (gateway/tests/python/run.sh);
 #  4. loads the Nexent plugin the way Nexent's loader does and drives it through the real gateway
@@ -18,6 +19,11 @@ bash scripts/lib/provision.sh
 echo "== control plane binaries" >&2
 assets=$(e2e/control-plane/provide.sh | tail -n 1)
 echo "using kube-apiserver and etcd from ${assets}" >&2
+
+echo "== trace backend (Jaeger)" >&2
+MEMGATE_JAEGER=$(e2e/trace-backend/provide.sh | tail -n 1)
+export MEMGATE_JAEGER
+echo "using ${MEMGATE_JAEGER}" >&2
 
 echo "== cargo test" >&2
 cargo test --workspace --locked --no-fail-fast

@@ -48,7 +48,7 @@ pub fn app(state: Arc<AppState>, allowed_hosts: Vec<String>) -> Router {
         .route("/metrics", get(metrics))
         .merge(nexent::router())
         .with_state(state);
-    own.merge(mcp_routes)
+    own.merge(mcp_routes).layer(middleware::from_fn(crate::telemetry::caller_trace))
 }
 
 /// Access control and the kill switch in front of `/mcp/{provider}`; puts the [`Caller`] and the

@@ -18,7 +18,7 @@
 
 use std::sync::Arc;
 
-use axum::body::{Body, Bytes};
+use axum::body::Body;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
@@ -99,10 +99,11 @@ pub(super) async fn ingest(
     body: Body,
 ) -> Result<Response, ApiError> {
     let call = admit(&state, &provider, Operation::NexentIngest, &headers, body).await?;
-    let request = parse(&call.body).ok_or_else(|| call.refuse(&state, ApiError::bad_ingest_request()))?;
+    let request = parse_ingest_body(&call.body).ok_or_else(|| call.refuse(&state, ApiError::bad_ingest_request()))?;
     let Admitted { provider, caller, .. } = call;
     let task_state = Arc::clone(&state);
-    let task = tokio::spawn(async move { task_state.ingest(&provider, &caller, request).await });
+    let work = async move { task_state.ingest(&provider, &caller, request).await };
+    let task = tokio::spawn(memgate_telemetry::in_current_trace(work));
     match task.await {
         Ok(Ok(result)) => Ok(json_response(StatusCode::OK, &result)),
         Ok(Err(err)) => Err(ApiError::from_ingest(&err)),
@@ -110,8 +111,9 @@ pub(super) async fn ingest(
     }
 }
 
-/// The request, or `None` when the body is not a JSON object of the right shape.
-fn parse(bytes: &Bytes) -> Option<IngestRequest> {
+/// An ingest request body as a request, or `None` when it is not a JSON object of the right shape.
+/// Pure; public for the fuzz targets.
+pub fn parse_ingest_body(bytes: &[u8]) -> Option<IngestRequest> {
     // Through `Value` so that only an object is accepted (serde would also read a struct from an array).
     let value: serde_json::Value = serde_json::from_slice(bytes).ok()?;
     if !value.is_object() {
@@ -129,7 +131,7 @@ mod tests {
     use crate::ingest::LedgerError;
 
     fn parsed(value: serde_json::Value) -> Option<IngestRequest> {
-        parse(&Bytes::from(serde_json::to_vec(&value).expect("json")))
+        parse_ingest_body(&serde_json::to_vec(&value).expect("json"))
     }
 
     #[test]
@@ -144,7 +146,7 @@ mod tests {
         ] {
             assert!(parsed(bad.clone()).is_none(), "{bad}");
         }
-        assert!(parse(&Bytes::from_static(b"{nope")).is_none());
+        assert!(parse_ingest_body(b"{nope").is_none());
     }
 
     #[test]
