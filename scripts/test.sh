@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The project's test command (the README's): everything a change must pass.
 #  0. installs what the tests need when it is missing (scripts/lib/provision.sh: redis-server,
-#     python3-venv, openssl, curl, Go, Node.js; apt-get as root, otherwise it says what to install);
+#     python3-venv, openssl, curl, Go, Node.js, and for fuzzing g++, a nightly toolchain and
+#     cargo-fuzz; apt-get as root, otherwise it says what to install);
 #  1. provides kube-apiserver + etcd for the real-control-plane tests and Jaeger for the trace export
 #     test (each built once from Go modules and cached; see e2e/control-plane/README.md and
 #     e2e/trace-backend/provide.sh);
@@ -9,7 +10,9 @@
 #  3. runs the official MCP Python SDK against the real gateway binary (gateway/tests/python/run.sh);
 #  4. loads the Nexent plugin the way Nexent's loader does and drives it through the real gateway
 #     (nexent-plugin/tests/run.sh);
-#  5. runs the README's quickstart once (dev upstream + gateway + one MCP round trip).
+#  5. runs the README's quickstart once (dev upstream + gateway + one MCP round trip);
+#  6. runs every fuzz target for a short budget (fuzz/run.sh; MEMGATE_FUZZ_SECONDS, default 20).
+#     MEMGATE_FUZZ=0 skips this step (and its provisioning) and says so.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -37,3 +40,10 @@ bash nexent-plugin/tests/run.sh
 echo "== quickstart" >&2
 MEMGATE_QUICKSTART_ONCE=1 MEMGATE_QUICKSTART_LISTEN=127.0.0.1:18080 ./scripts/quickstart.sh >/dev/null
 echo "quickstart round trip ok" >&2
+
+if [[ "${MEMGATE_FUZZ:-1}" == 0 ]]; then
+  echo "== fuzz: SKIPPED because MEMGATE_FUZZ=0 (the fuzz targets did not run)" >&2
+else
+  echo "== fuzz (each target ${MEMGATE_FUZZ_SECONDS:-20} s)" >&2
+  bash fuzz/run.sh
+fi
