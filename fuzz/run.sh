@@ -8,8 +8,10 @@
 # from the committed seeds (fuzz/seeds/<target>, read only) plus a scratch corpus outside the
 # repository (MEMGATE_FUZZ_CORPUS, default: a temporary folder, removed afterwards). A failing
 # property or crash stops the run with the input saved under fuzz/artifacts/<target>/ and exits
-# non-zero; reproduce it with `cargo +nightly fuzz run <target> fuzz/artifacts/<target>/<file>`.
-# Builds without a sanitizer (the code under test forbids `unsafe`), with debug assertions.
+# non-zero; reproduce it with `fuzz/run.sh <target>` after copying the file into fuzz/seeds/<target>/, or
+# `cargo +nightly fuzz run -s none -a <target> fuzz/artifacts/<target>/<file>`.
+# Builds without a sanitizer (the code under test forbids `unsafe`), with debug assertions, into
+# MEMGATE_FUZZ_TARGET_DIR (default ~/.cache/memgate/fuzz-target).
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -27,7 +29,10 @@ mapfile -t all < <(cargo "+${toolchain}" fuzz list)
 targets=("${all[@]}")
 if [[ $# -ge 1 ]]; then targets=("$1"); fi
 
-flags=(--sanitizer none --debug-assertions)
+# The build lives outside the repository (like the Go-built test binaries), so a fresh clone on the
+# same machine (CI) reuses the compiled dependencies instead of rebuilding them all with nightly.
+target_dir="${MEMGATE_FUZZ_TARGET_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/memgate/fuzz-target}"
+flags=(--sanitizer none --debug-assertions --target-dir "${target_dir}")
 log "building ${#all[@]} targets with $(rustup run "${toolchain}" rustc --version)"
 nice -n "${MEMGATE_BUILD_NICE:-10}" cargo "+${toolchain}" fuzz build "${flags[@]}" >&2
 
