@@ -14,6 +14,12 @@
 //!   An ingest adds `memory.unit.accepted_count` and `memory.unit.rejected_count`.
 //! - MCP path: span `mcp.context_search` with the same attributes.
 //!
+//! Nexent's backend opens its own span of the same name around the plugin call
+//! (ModelEngine-Group/nexent `backend/services/memory_external_provider_service.py`); its
+//! `memory.outcome` values are `success` / `error` / `degraded` with `memory.error.code` `none` when
+//! nothing failed, while memgate's are its metrics' outcomes (`ok` / `error` / `cancelled`) and the
+//! error code is absent on success.
+//!
 //! Both are server spans (`otel.kind`), children of the caller's span when the request carries a
 //! valid `traceparent`, with status error (`otel.status_code`) when the call failed.
 
@@ -50,7 +56,9 @@ pub fn init() -> Telemetry {
 }
 
 /// Middleware: reads the caller's W3C trace context (only while traces are exported), keeps it in
-/// the request extensions (for the MCP transport, which runs the tool call on another task) and
+/// the request extensions (for the MCP transport, which runs the tool call on a task of its own:
+/// `tokio::spawn` in rmcp 3.11 `transport/streamable_http_server/tower.rs`, so the context of this
+/// task does not reach it; the request's `http::request::Parts` do) and
 /// runs the rest of the request in it, so the call's span is a child of the caller's span.
 pub async fn caller_trace(mut request: Request, next: Next) -> Response {
     match CallerTrace::from_headers(request.headers()) {
@@ -130,8 +138,8 @@ pub fn record_unit_counts(span: &Span, accepted: usize, rejected: usize) {
     span.record("memory.unit.rejected_count", as_i64(rejected));
 }
 
-/// Counts as `i64`: OpenTelemetry has no unsigned integers (an unsigned field would be exported
-/// as a string).
+/// Counts as `i64`: OpenTelemetry has no unsigned integers, and tracing-opentelemetry 0.34's span
+/// visitor has no `record_u64`, so an unsigned field would be exported as a string.
 fn as_i64(count: usize) -> i64 {
     i64::try_from(count).unwrap_or(i64::MAX)
 }
