@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # The project's test command (the README's): everything a change must pass.
 #  0. installs what the tests need when it is missing (scripts/lib/provision.sh: redis-server,
-#     python3-venv, openssl, curl, Go, Node.js, gcc; apt-get as root, otherwise it says what to install);
-#  1. provides kube-apiserver + etcd for the real-control-plane tests (built once from Go modules and
-#     cached; see e2e/control-plane/README.md);
+#     python3-venv, openssl, curl, Go, Node.js, gcc, and for fuzzing g++, a nightly toolchain and
+#     cargo-fuzz; apt-get as root, otherwise it says what to install);
+#  1. provides kube-apiserver + etcd for the real-control-plane tests and Jaeger for the trace export
+#     test (each built once from Go modules and cached; see e2e/control-plane/README.md and
+#     e2e/trace-backend/provide.sh);
 #  2. builds the release binaries exactly as the Dockerfile does (scripts/build-release.sh), then runs
 #     every Rust test of the workspace (unit, contract, real API server, real gateway processes, and the
 #     container image checked against that release build);
@@ -13,7 +15,9 @@
 #  5. runs the OIDC suite: a real Ory Hydra (built once from Go modules and cached, see
 #     e2e/identity-provider/provide.sh) against the gateway, with the MCP Python SDK's OAuth client
 #     (gateway/tests/oauth/run.sh);
-#  6. runs the README's quickstart once (dev upstream + gateway + one MCP round trip).
+#  6. runs the README's quickstart once (dev upstream + gateway + one MCP round trip);
+#  7. runs every fuzz target for a short budget (fuzz/run.sh; MEMGATE_FUZZ_SECONDS, default 20).
+#     MEMGATE_FUZZ=0 skips this step (and its provisioning) and says so.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -28,6 +32,11 @@ e2e/identity-provider/provide.sh | tail -n 1 >&2
 
 echo "== release build (the container image's binaries, checked by e2e/tests/container_image.rs)" >&2
 ./scripts/build-release.sh
+
+echo "== trace backend (Jaeger)" >&2
+MEMGATE_JAEGER=$(e2e/trace-backend/provide.sh | tail -n 1)
+export MEMGATE_JAEGER
+echo "using ${MEMGATE_JAEGER}" >&2
 
 echo "== cargo test" >&2
 cargo test --workspace --locked --no-fail-fast
@@ -44,3 +53,10 @@ bash nexent-plugin/tests/run.sh
 echo "== quickstart" >&2
 MEMGATE_QUICKSTART_ONCE=1 MEMGATE_QUICKSTART_LISTEN=127.0.0.1:18080 ./scripts/quickstart.sh >/dev/null
 echo "quickstart round trip ok" >&2
+
+if [[ "${MEMGATE_FUZZ:-1}" == 0 ]]; then
+  echo "== fuzz: SKIPPED because MEMGATE_FUZZ=0 (the fuzz targets did not run)" >&2
+else
+  echo "== fuzz (each target ${MEMGATE_FUZZ_SECONDS:-20} s)" >&2
+  bash fuzz/run.sh
+fi

@@ -17,7 +17,8 @@
 //! Exits non-zero, printing every config problem, when the initial config cannot be loaded. Logs
 //! are JSON lines on stderr; the first event with `"message":"listening"` carries the bound
 //! address. Environment: `EXTERNAL_MEMORY_SEARCH_ENABLED` / `EXTERNAL_MEMORY_INGEST_ENABLED` (kill
-//! switches, default on), `RUST_LOG` (log filter, default `info`).
+//! switches, default on), `RUST_LOG` (log filter, default `info`), `OTEL_EXPORTER_OTLP_ENDPOINT` /
+//! `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` (OTLP/HTTP trace export, off when unset; see [`telemetry`]).
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -214,12 +215,15 @@ fn parse_public_url(raw: &str) -> Result<String, String> {
 #[tokio::main]
 async fn main() -> Result<()> {
     let cli = Cli::parse();
-    telemetry::init();
-    match cli.command {
+    let telemetry = telemetry::init();
+    let result = match cli.command {
         Command::Serve(args) => serve(*args).await,
         Command::DevUpstream(args) => dev_upstream(args).await,
         Command::WriteNexentPlugins(args) => write_nexent_plugins(args),
-    }
+    };
+    // Sends the spans still buffered (blocks up to the export timeout, so off the async workers).
+    let _ = tokio::task::spawn_blocking(move || telemetry.shutdown()).await;
+    result
 }
 
 fn write_nexent_plugins(args: WritePluginsArgs) -> Result<()> {

@@ -56,7 +56,7 @@ pub fn app(state: Arc<AppState>, mcp_http: mcp::McpHttpConfig) -> Router {
         .merge(nexent::router())
         .merge(oauth_resource::router())
         .with_state(state);
-    own.merge(mcp_routes)
+    own.merge(mcp_routes).layer(middleware::from_fn(crate::telemetry::caller_trace))
 }
 
 /// The admin port's routes: `/healthz`, `/readyz` and `/metrics` only, the same handlers as on the

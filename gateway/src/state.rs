@@ -226,8 +226,7 @@ impl AppState {
                     outcome.rejected_count,
                     degraded,
                 );
-                span.record("memory.unit.accepted_count", outcome.accepted_count);
-                span.record("memory.unit.rejected_count", outcome.rejected_count);
+                telemetry::record_unit_counts(&span, outcome.accepted_count, outcome.rejected_count);
                 record.finish(Outcome::Ok(outcome.accepted_count));
             }
             Err(IngestError::Cancelled { .. }) => record.finish(Outcome::Cancelled),
@@ -352,6 +351,7 @@ impl ProviderSearch for AppState {
         let caller = request.get::<Caller>().cloned();
         // The provider the guard authorised the caller against, never a newer snapshot's.
         let authorized = request.get::<AuthorizedProvider>().map(|a| Arc::clone(&a.0));
+        let trace = request.get::<memgate_telemetry::CallerTrace>().cloned();
         Box::pin(async move {
             let (Some(caller), Some(authorized)) = (caller, authorized) else {
                 tracing::warn!(provider, "MCP search without an authenticated caller refused");
@@ -361,7 +361,12 @@ impl ProviderSearch for AppState {
                 tracing::warn!(provider, "MCP search for a provider other than the authorised one refused");
                 return Err(EngineError::InvalidRequest);
             }
-            AppState::search(self, &authorized, &caller, &query, limit, Operation::McpContextSearch).await
+            let search = AppState::search(self, &authorized, &caller, &query, limit, Operation::McpContextSearch);
+            // The transport runs this call on its own task: the caller's trace comes with the request.
+            match trace {
+                Some(trace) => trace.attach(search).await,
+                None => search.await,
+            }
         })
     }
 }

@@ -1,49 +1,73 @@
 //! Structured logs and the spans of the two surfaces.
 //!
-//! Owns the log set-up (JSON lines on stderr, level from `RUST_LOG`, default `info`, libraries
-//! that would log request contents capped) and the span
-//! names and attributes. Spans and events carry only the provider name, the operation, the outcome,
-//! the error code and the result count: never the query, content, scope ids, subjects, endpoints
-//! or credentials.
+//! Owns the log and trace set-up of the gateway (through [`memgate_telemetry`]: JSON lines on
+//! stderr, level from `RUST_LOG`, default `info`, libraries that would log request contents capped;
+//! OTLP trace export when `OTEL_EXPORTER_OTLP_ENDPOINT` or `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` is
+//! set), the caller's W3C `traceparent` ([`caller_trace`]), and the span names and attributes.
+//! Spans carry only the provider name, the operation, the outcome, the error code and counts:
+//! never the query, content, scope ids, subjects, endpoints or credentials. Only the two spans
+//! below are exported; events and library spans stay in the local log.
 //!
 //! - Nexent path: span `nexent.memory.external_provider` with `memory.operation`,
 //!   `memory.provider.name`, `memory.outcome`, `memory.error.code`, `memory.result.count` (the names
 //!   Nexent's own telemetry uses).
 //!   An ingest adds `memory.unit.accepted_count` and `memory.unit.rejected_count`.
 //! - MCP path: span `mcp.context_search` with the same attributes.
+//!
+//! Nexent's backend opens its own span of the same name around the plugin call
+//! (ModelEngine-Group/nexent `backend/services/memory_external_provider_service.py`); its
+//! `memory.outcome` values are `success` / `error` / `degraded` with `memory.error.code` `none` when
+//! nothing failed, while memgate's are its metrics' outcomes (`ok` / `error` / `cancelled`) and the
+//! error code is absent on success.
+//!
+//! Both are server spans (`otel.kind`), children of the caller's span when the request carries a
+//! valid `traceparent`, with status error (`otel.status_code`) when the call failed.
 
+use axum::extract::Request;
+use axum::middleware::Next;
+use axum::response::Response;
+use memgate_telemetry::{CallerTrace, Options, Telemetry};
 use tracing::field::Empty;
 use tracing::{Level, Metadata, Span};
-use tracing_subscriber::EnvFilter;
-use tracing_subscriber::filter::FilterFn;
-use tracing_subscriber::layer::SubscriberExt;
-use tracing_subscriber::util::SubscriberInitExt;
-use tracing_subscriber::{Layer, fmt};
 
 use crate::metrics::Operation;
+
+/// Name of the Nexent path's span.
+pub const NEXENT_SPAN: &str = "nexent.memory.external_provider";
+/// Name of the MCP path's span.
+pub const MCP_SPAN: &str = "mcp.context_search";
 
 /// Libraries capped at these levels whatever `RUST_LOG` says: below them they log request and
 /// response contents (MCP arguments, HTTP bodies, the TokenReview body with its token).
 const CAPS: [&str; 6] = ["rmcp=warn", "kube_client=info", "hyper=info", "hyper_util=info", "h2=info", "reqwest=info"];
 
-/// Install the global JSON log subscriber writing to stderr. Safe to call once per process; a
-/// second call leaves the first subscriber in place.
-pub fn init() {
-    let mut filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
-    for cap in CAPS {
-        if let Ok(directive) = cap.parse() {
-            filter = filter.add_directive(directive);
+static OPTIONS: Options = Options {
+    service_name: "memgate-gateway",
+    log_caps: &CAPS,
+    exported_spans: &[NEXENT_SPAN, MCP_SPAN],
+    drop_log_event: is_rmcp_error_answer,
+};
+
+/// Install the global log subscriber (JSON on stderr) and, when the `OTEL_*` variables ask for it,
+/// trace export. Call once per process; a second call leaves the first set-up in place. Call
+/// [`Telemetry::shutdown`] on the result before exiting so buffered spans are sent.
+pub fn init() -> Telemetry {
+    memgate_telemetry::init(&OPTIONS)
+}
+
+/// Middleware: reads the caller's W3C trace context (only while traces are exported), keeps it in
+/// the request extensions (for the MCP transport, which runs the tool call on a task of its own:
+/// `tokio::spawn` in rmcp 3.11 `transport/streamable_http_server/tower.rs`, so the context of this
+/// task does not reach it; the request's `http::request::Parts` do) and
+/// runs the rest of the request in it, so the call's span is a child of the caller's span.
+pub async fn caller_trace(mut request: Request, next: Next) -> Response {
+    match CallerTrace::from_headers(request.headers()) {
+        Some(trace) => {
+            request.extensions_mut().insert(trace.clone());
+            trace.attach(next.run(request)).await
         }
+        None => next.run(request).await,
     }
-    let quiet = FilterFn::new(|meta| !is_rmcp_error_answer(meta));
-    let layer = fmt::layer()
-        .json()
-        .with_writer(std::io::stderr)
-        .with_current_span(true)
-        .with_span_list(false)
-        .with_filter(filter)
-        .with_filter(quiet);
-    let _ = tracing_subscriber::registry().with(layer).try_init();
 }
 
 /// rmcp's WARN line for every JSON-RPC error answer (`response error`, fields `id` and `error`;
@@ -63,7 +87,9 @@ pub fn is_rmcp_error_answer(meta: &Metadata<'_>) -> bool {
 pub fn provider_span(operation: Operation, provider: &str) -> Span {
     match operation {
         Operation::NexentSearch => tracing::info_span!(
-            "nexent.memory.external_provider",
+            NEXENT_SPAN,
+            otel.kind = "server",
+            otel.status_code = Empty,
             memory.operation = "search",
             memory.provider.name = provider,
             memory.outcome = Empty,
@@ -71,7 +97,9 @@ pub fn provider_span(operation: Operation, provider: &str) -> Span {
             memory.result.count = Empty,
         ),
         Operation::NexentIngest => tracing::info_span!(
-            "nexent.memory.external_provider",
+            NEXENT_SPAN,
+            otel.kind = "server",
+            otel.status_code = Empty,
             memory.operation = "ingest",
             memory.provider.name = provider,
             memory.outcome = Empty,
@@ -80,7 +108,9 @@ pub fn provider_span(operation: Operation, provider: &str) -> Span {
             memory.unit.rejected_count = Empty,
         ),
         Operation::McpContextSearch => tracing::info_span!(
-            "mcp.context_search",
+            MCP_SPAN,
+            otel.kind = "server",
+            otel.status_code = Empty,
             memory.operation = "context_search",
             memory.provider.name = provider,
             memory.outcome = Empty,
@@ -94,9 +124,22 @@ pub fn provider_span(operation: Operation, provider: &str) -> Span {
 pub fn finish_span(span: &Span, outcome: &str, error_code: Option<&str>, result_count: Option<usize>) {
     span.record("memory.outcome", outcome);
     if let Some(code) = error_code {
+        span.record("otel.status_code", "error");
         span.record("memory.error.code", code);
     }
     if let Some(count) = result_count {
-        span.record("memory.result.count", count);
+        span.record("memory.result.count", as_i64(count));
     }
+}
+
+/// Record an ingest's unit counts on its span.
+pub fn record_unit_counts(span: &Span, accepted: usize, rejected: usize) {
+    span.record("memory.unit.accepted_count", as_i64(accepted));
+    span.record("memory.unit.rejected_count", as_i64(rejected));
+}
+
+/// Counts as `i64`: OpenTelemetry has no unsigned integers, and tracing-opentelemetry 0.34's span
+/// visitor has no `record_u64`, so an unsigned field would be exported as a string.
+fn as_i64(count: usize) -> i64 {
+    i64::try_from(count).unwrap_or(i64::MAX)
 }

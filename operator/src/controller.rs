@@ -34,6 +34,7 @@ use memgate_crds::{DialectPreset, MemoryProvider};
 use serde::de::DeserializeOwned;
 use tokio::sync::Notify;
 use tokio::task::JoinSet;
+use tracing::Instrument;
 
 use crate::apply::Applier;
 use crate::events::Events;
@@ -45,6 +46,7 @@ use crate::queue::{Backoff, WorkQueue};
 use crate::reconcile::{Context, ReconcileError, reconcile};
 use crate::render::{GATEWAY_NAME, GATEWAY_NAMESPACE_LABEL, OWNED_SELECTOR, binding_name};
 use crate::settings::Settings;
+use crate::telemetry;
 
 /// Longest a single reconcile may take before it counts as failed (and is retried).
 const RECONCILE_TIMEOUT: Duration = Duration::from_secs(60);
@@ -467,14 +469,18 @@ async fn work(ctx: Arc<Context>, queue: Arc<WorkQueue>) {
     loop {
         let key = queue.next().await;
         let started = Instant::now();
-        let result = match tokio::time::timeout(RECONCILE_TIMEOUT, reconcile(&ctx, &key)).await {
+        let (kind, name) = match &key {
+            Key::Namespace(name) => ("namespace", name.as_str()),
+            Key::Preset(name) => ("preset", name.as_str()),
+        };
+        let span = telemetry::reconcile_span(kind, name);
+        let attempt = tokio::time::timeout(RECONCILE_TIMEOUT, reconcile(&ctx, &key)).instrument(span.clone()).await;
+        let result = match attempt {
             Ok(result) => result,
             Err(_) => Err(ReconcileError::Timeout(RECONCILE_TIMEOUT)),
         };
-        let kind = match key {
-            Key::Namespace(_) => "namespace",
-            Key::Preset(_) => "preset",
-        };
+        telemetry::finish(&span, result.as_ref().err().map(ReconcileError::stage));
+        drop(span);
         match &result {
             Ok(()) => tracing::debug!(key = %key, "reconciled"),
             Err(error) => {

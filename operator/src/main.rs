@@ -52,10 +52,12 @@ enum Command {
 fn main() -> ExitCode {
     match Cli::parse().command {
         Command::Run(args) => {
-            telemetry::init();
+            let telemetry = telemetry::init();
             let outcome = tokio::runtime::Runtime::new()
                 .context("starting the async runtime")
                 .and_then(|runtime| runtime.block_on(run(*args)));
+            // Sends the reconcile spans still buffered (bounded by the export timeout).
+            telemetry.shutdown();
             match outcome {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(error) => {

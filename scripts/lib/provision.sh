@@ -3,11 +3,18 @@
 # ./scripts/test.sh and .ci/run; safe to run again (it installs only what is missing).
 #
 # One list, one function per kind of package manager. To add a need, append one line to NEEDS:
-#   "<kind>:<package>:<check>"   kind: apt (Debian packages; more kinds get their own function)
-#                                package: what the kind installs
+#   "<kind>:<package>:<check>"   kind: apt (Debian packages), rustup (a Rust toolchain),
+#                                      cargo (a tool from crates.io, `cargo install --locked`)
+#                                package: what the kind installs (cargo: name@version)
 #                                check: a shell command that succeeds when the need is met
 # Nothing is installed when every check passes. When something is missing and this is not root
-# or there is no apt-get, it says what to install and fails.
+# or there is no apt-get / rustup / cargo, it says what to install and fails.
+#
+# The fuzz step (fuzz/run.sh) needs a nightly Rust toolchain and cargo-fuzz. Without nightly
+# rustup installs it (`rustup toolchain install nightly --profile minimal`, from the Rust project's
+# own servers); where that cannot work (no rustup, no network to them), provisioning fails and says
+# so: install a nightly toolchain by hand, or run the test command with MEMGATE_FUZZ=0, which skips
+# the fuzz step and its needs and prints that it did (never silently).
 #
 # MEMGATE_PROVISION=0 skips all of it (for machines provisioned otherwise).
 set -euo pipefail
@@ -23,6 +30,13 @@ NEEDS=(
   "apt:nodejs:command -v node"                                  # the Qwen Code text-parity test
   "apt:gcc:command -v cc"                                       # Hydra's SQLite store is cgo (OIDC tests)
 )
+if [[ "${MEMGATE_FUZZ:-1}" != 0 ]]; then
+  NEEDS+=(
+    "apt:g++:command -v c++"                                    # libFuzzer (built by libfuzzer-sys)
+    "rustup:nightly:rustup run nightly rustc --version"         # cargo fuzz instruments with nightly flags
+    "cargo:cargo-fuzz@0.13.2:cargo fuzz --version"              # the fuzz step (fuzz/run.sh)
+  )
+fi
 
 log() { printf 'provision: %s\n' "$*" >&2; }
 
@@ -47,21 +61,50 @@ install_apt() {
   DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq --no-install-recommends "$@" >&2
 }
 
+# Rust toolchains, through rustup.
+install_rustup() {
+  local toolchain
+  for toolchain in "$@"; do
+    if ! command -v rustup >/dev/null; then
+      log "missing: Rust toolchain ${toolchain} (no rustup here: install it, or set MEMGATE_FUZZ=0 to run the tests without the fuzz step)"
+      return 1
+    fi
+    log "installing Rust toolchain ${toolchain} with rustup"
+    rustup toolchain install "${toolchain}" --profile minimal >&2 || {
+      log "could not install Rust toolchain ${toolchain}: install it by hand, or set MEMGATE_FUZZ=0 to run the tests without the fuzz step"
+      return 1
+    }
+  done
+}
+
+# Tools from crates.io, pinned (name@version), built with their own lock files.
+install_cargo() {
+  local crate
+  for crate in "$@"; do
+    log "installing ${crate} with cargo install --locked"
+    cargo install --locked "${crate}" >&2 || { log "could not install ${crate} from crates.io"; return 1; }
+  done
+}
+
 provision() {
   if [[ "${MEMGATE_PROVISION:-1}" == 0 ]]; then
     log "skipped (MEMGATE_PROVISION=0)"
     return 0
   fi
-  local apt=() need kind package check
+  local apt=() toolchains=() crates=() need kind package check
   for need in "${NEEDS[@]}"; do
     IFS=: read -r kind package check <<<"$need"
     if bash -c "$check" >/dev/null 2>&1; then continue; fi
     case "$kind" in
       apt) apt+=("$package") ;;
+      rustup) toolchains+=("$package") ;;
+      cargo) crates+=("$package") ;;
       *) log "unknown kind '$kind' for $package"; return 1 ;;
     esac
   done
   install_apt "${apt[@]}"
+  install_rustup "${toolchains[@]}"
+  install_cargo "${crates[@]}"
   # Verify: every check must pass now.
   local failed=0
   for need in "${NEEDS[@]}"; do

@@ -22,7 +22,7 @@
 
 use std::sync::Arc;
 
-use axum::body::{Body, Bytes};
+use axum::body::Body;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
@@ -120,7 +120,7 @@ pub(super) async fn ingest(
     body: Body,
 ) -> Result<Response, ApiError> {
     let call = admit(&state, &provider, Operation::NexentIngest, &headers, body).await?;
-    let request = parse(&call.body).ok_or_else(|| call.refuse(&state, ApiError::bad_ingest_request()))?;
+    let request = parse_ingest_body(&call.body).ok_or_else(|| call.refuse(&state, ApiError::bad_ingest_request()))?;
     let Admitted { provider, caller, .. } = call;
     let task_state = Arc::clone(&state);
     let cancelled = CancellationToken::new();
@@ -128,7 +128,8 @@ pub(super) async fn ingest(
     // Dropped with this handler when the caller goes away (hyper drops the request future on
     // EOF): the task then stops before its next unit.
     let _caller_gone = cancelled.drop_guard();
-    let task = tokio::spawn(async move { task_state.ingest(&provider, &caller, request, &control).await });
+    let work = async move { task_state.ingest(&provider, &caller, request, &control).await };
+    let task = tokio::spawn(memgate_telemetry::in_current_trace(work));
     match task.await {
         Ok(Ok(result)) => Ok(json_response(StatusCode::OK, &result)),
         Ok(Err(err)) => Err(ApiError::from_ingest(&err)),
@@ -136,8 +137,9 @@ pub(super) async fn ingest(
     }
 }
 
-/// The request, or `None` when the body is not a JSON object of the right shape.
-fn parse(bytes: &Bytes) -> Option<IngestRequest> {
+/// An ingest request body as a request, or `None` when it is not a JSON object of the right shape.
+/// Pure; public for the fuzz targets.
+pub fn parse_ingest_body(bytes: &[u8]) -> Option<IngestRequest> {
     // Through `Value` so that only an object is accepted (serde would also read a struct from an array).
     let value: serde_json::Value = serde_json::from_slice(bytes).ok()?;
     if !value.is_object() {
@@ -154,7 +156,7 @@ mod tests {
     use crate::engine::EngineError;
 
     fn parsed(value: serde_json::Value) -> Option<IngestRequest> {
-        parse(&Bytes::from(serde_json::to_vec(&value).expect("json")))
+        parse_ingest_body(&serde_json::to_vec(&value).expect("json"))
     }
 
     #[test]
@@ -169,7 +171,7 @@ mod tests {
         ] {
             assert!(parsed(bad.clone()).is_none(), "{bad}");
         }
-        assert!(parse(&Bytes::from_static(b"{nope")).is_none());
+        assert!(parse_ingest_body(b"{nope").is_none());
     }
 
     #[test]

@@ -22,7 +22,7 @@
 use std::sync::Arc;
 
 use axum::Router;
-use axum::body::{Body, Bytes};
+use axum::body::Body;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -37,6 +37,8 @@ use crate::state::AppState;
 
 mod admission;
 mod ingest;
+
+pub use ingest::parse_ingest_body;
 
 use admission::Admitted;
 
@@ -271,7 +273,7 @@ async fn search(
 ) -> Result<Response, ApiError> {
     let operation = Operation::NexentSearch;
     let call = admission::admit(&state, &provider, operation, &headers, body).await?;
-    let (query, limit) = parse(&call.body, state.settings().nexent_max_limit)
+    let (query, limit) = parse_search_body(&call.body, state.settings().nexent_max_limit)
         .ok_or_else(|| call.refuse(&state, ApiError::bad_request()))?;
     let Admitted { provider, caller, .. } = call;
     let items =
@@ -281,8 +283,9 @@ async fn search(
     Ok(json_response(StatusCode::OK, &results))
 }
 
-/// The normalised query and the effective limit, or `None` for a bad request.
-fn parse(bytes: &Bytes, max_limit: u32) -> Option<(String, u32)> {
+/// A search request body's normalised query and effective limit (capped at `max_limit`), or
+/// `None` for a bad request. Pure; public for the fuzz targets.
+pub fn parse_search_body(bytes: &[u8], max_limit: u32) -> Option<(String, u32)> {
     // Through `Value` so that only an object is accepted (serde would also read a struct from an array).
     let value: serde_json::Value = serde_json::from_slice(bytes).ok()?;
     if !value.is_object() {
@@ -305,7 +308,7 @@ mod tests {
     use super::*;
 
     fn parsed(value: serde_json::Value) -> Option<(String, u32)> {
-        parse(&Bytes::from(serde_json::to_vec(&value).expect("json")), 20)
+        parse_search_body(&serde_json::to_vec(&value).expect("json"), 20)
     }
 
     #[test]
@@ -335,7 +338,7 @@ mod tests {
         ] {
             assert_eq!(parsed(bad.clone()), None, "{bad}");
         }
-        assert_eq!(parse(&Bytes::from_static(b"{not json"), 20), None);
+        assert_eq!(parse_search_body(b"{not json", 20), None);
     }
 
     #[test]

@@ -164,6 +164,16 @@ pub struct Operator {
 impl Operator {
     /// Start the operator as the identity of `kubeconfig`, with `args` after `run`.
     pub async fn start(kubeconfig: &Path, log: PathBuf, args: &[String]) -> Result<Operator> {
+        Operator::start_with_env(kubeconfig, log, args, &[]).await
+    }
+
+    /// [`Operator::start`] with extra environment variables (e.g. `OTEL_*`).
+    pub async fn start_with_env(
+        kubeconfig: &Path,
+        log: PathBuf,
+        args: &[String],
+        env: &[(&str, &str)],
+    ) -> Result<Operator> {
         let file = std::fs::File::create(&log)?;
         let child = Command::new(env!("CARGO_BIN_EXE_memgate-operator"))
             .arg("run")
@@ -173,6 +183,9 @@ impl Operator {
             .env("RUST_LOG", "info")
             .env_remove("POD_NAMESPACE")
             .env_remove("POD_NAME")
+            .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
+            .env_remove("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(file)
@@ -446,6 +459,18 @@ pub async fn start_operator(
     namespaces: &[&str],
     extra: &[&str],
 ) -> Result<Running> {
+    start_operator_with_env(cp, admin, home, namespaces, extra, &[]).await
+}
+
+/// [`start_operator`] with extra environment variables for the process.
+pub async fn start_operator_with_env(
+    cp: &ControlPlane,
+    admin: &Client,
+    home: &str,
+    namespaces: &[&str],
+    extra: &[&str],
+    env: &[(&str, &str)],
+) -> Result<Running> {
     let dir = tempfile::tempdir()?;
     let (cluster_role, role) = rbac()?;
     let kubeconfig = operator_identity(cp, admin, home, cluster_role, role, dir.path()).await?;
@@ -458,6 +483,6 @@ pub async fn start_operator(
         args.push(namespaces.join(","));
     }
     args.extend(extra.iter().map(ToString::to_string));
-    let operator = Operator::start(&kubeconfig, dir.path().join("operator.log"), &args).await?;
+    let operator = Operator::start_with_env(&kubeconfig, dir.path().join("operator.log"), &args, env).await?;
     Ok(Running { operator, dir })
 }

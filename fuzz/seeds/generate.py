@@ -1,0 +1,87 @@
+#!/usr/bin/env python3
+"""Regenerates the committed seed corpora of the fuzz targets from the repository's fixtures.
+
+Run from the repository root: python3 fuzz/seeds/generate.py  (needs PyYAML). It rewrites
+fuzz/seeds/<target>/ from examples/ and presets/dialects/*/fixtures.yaml, planting the marker
+credential of fuzz/src/lib.rs in every Secret value, so the targets can check that no error shows it.
+"""
+import base64
+import json
+import pathlib
+import re
+import shutil
+
+import yaml
+
+MARKER = "FUZZMARKERSECRET51c2e9"
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+SEEDS = ROOT / "fuzz" / "seeds"
+
+
+def write(target, name, data):
+    folder = SEEDS / target
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / name).write_bytes(data if isinstance(data, bytes) else data.encode())
+
+
+def plant(text):
+    """Secret values replaced by the marker (stringData) or its base64 (data)."""
+    docs = list(yaml.safe_load_all(text))
+    for doc in docs:
+        if isinstance(doc, dict) and doc.get("kind") == "Secret":
+            for key in list((doc.get("stringData") or {}).keys()):
+                doc["stringData"][key] = MARKER
+            for key in list((doc.get("data") or {}).keys()):
+                doc["data"][key] = base64.b64encode(MARKER.encode()).decode()
+    return "---\n".join(yaml.safe_dump(d, sort_keys=False) for d in docs if d is not None)
+
+
+def main():
+    for target in ["manifest_documents", "config_snapshot", "validation_rules", "request_url",
+                   "normalize_response", "nexent_requests"]:
+        shutil.rmtree(SEEDS / target, ignore_errors=True)
+
+    examples = sorted((ROOT / "examples").rglob("*.yaml"))
+    for path in examples:
+        name = f"{path.parent.name}-{path.name}"
+        planted = plant(path.read_text())
+        for target in ["manifest_documents", "config_snapshot", "validation_rules"]:
+            write(target, name, planted)
+    secret_data = (
+        "apiVersion: v1\nkind: List\nitems:\n- apiVersion: v1\n  kind: Secret\n  metadata: {name: mem0-api, namespace: agents}\n"
+        f"  data: {{api-key: {base64.b64encode(MARKER.encode()).decode()}}}\n"
+    )
+    write("manifest_documents", "list-secret-data.yaml", secret_data)
+    quickstart = (ROOT / "examples/quickstart/mem0-oss.yaml").read_text()
+    mounted = re.sub(r"secretRef: \{name: mem0-api", "secretRef: {name: mounted", quickstart)
+    write("config_snapshot", "mounted-secret.yaml", plant(mounted))
+
+    for fixtures_path in sorted((ROOT / "presets/dialects").glob("*/fixtures.yaml")):
+        dialect = fixtures_path.parent.name
+        fixtures = yaml.safe_load(fixtures_path.read_text())
+        provider = fixtures["provider"]
+        scope = provider.get("scope") or {}
+        for index, case in enumerate(fixtures.get("search", [])):
+            lines = [
+                "https://memory.example.com", provider.get("basePath", ""), case["request"]["path"][len(provider.get("basePath", "").rstrip("/")):],
+                case["query"], scope.get("userId", ""), scope.get("agentId", ""), scope.get("appId", ""),
+                "\x01\x00\x00\x01\x03\x00\x01\x02\x05\x02",
+            ]
+            write("request_url", f"{dialect}-{index}", "\n".join(lines))
+            response = case.get("response", {})
+            body = json.dumps(response.get("body")) if "body" in response else ""
+            write("normalize_response", f"{dialect}-{index}", bytes([0, 0, 0, 0, 0, 0, 0, 0, 5]) + body.encode())
+            write("normalize_response", f"{dialect}-{index}-root", bytes([1, 1, 1, 1, 1, 0, 1, 1, 20]) + body.encode())
+    write("nexent_requests", "search", json.dumps({"query": "release checklist", "limit": 7, "tenant_id": "t", "user_id": "u"}))
+    write("nexent_requests", "ingest", json.dumps({
+        "tenant_id": "t", "user_id": "u", "agent_id": None, "conversation_id": "c",
+        "idempotency_key": "k-1", "metadata": {"x": 1.5},
+        "units": [
+            {"event_id": "evt-1", "event_type": "message", "unit_type": "fact", "unit_content": "The build uses cargo.", "unit_index": 0, "metadata": {}},
+            {"event_id": "evt-2", "event_type": "message", "unit_type": "preference", "unit_content": "Prefers short answers.", "unit_index": 1, "metadata": {}},
+        ],
+    }))
+
+
+if __name__ == "__main__":
+    main()
