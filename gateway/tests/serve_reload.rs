@@ -1,6 +1,7 @@
 //! Config and credential reload of the running binary: new providers appear without a restart, a
 //! broken config keeps the last good one (and readiness says why), a changed mounted Secret takes
-//! effect, and a request in flight during a reload completes.
+//! effect (also when Kubernetes swaps a whole ConfigMap or Secret volume), and a request in flight
+//! during a reload completes.
 
 mod serve_support;
 mod support;
@@ -103,6 +104,67 @@ async fn a_changed_mounted_credential_takes_effect() {
     assert_eq!(key_sent(1).as_deref(), Some("second-key-2c3d"));
     let logs = gateway.logs();
     assert!(!logs.contains("first-key-0a1b") && !logs.contains("second-key-2c3d"), "{logs}");
+}
+
+/// Publish `files` into the volume at `root` as the kubelet's atomic writer does: a new
+/// `..<generation>/` folder, a `..data` symlink renamed over the old one, `key -> ..data/key` links,
+/// the old folder removed.
+fn kubelet_publish(root: &std::path::Path, generation: &str, files: &[(&str, &str)]) {
+    use std::os::unix::fs::symlink;
+    let folder = format!("..{generation}");
+    std::fs::create_dir_all(root.join(&folder)).expect("mkdir");
+    for (key, text) in files {
+        std::fs::write(root.join(&folder).join(key), text).expect("write");
+    }
+    let old = std::fs::read_link(root.join("..data")).ok();
+    symlink(&folder, root.join("..data_tmp")).expect("symlink");
+    std::fs::rename(root.join("..data_tmp"), root.join("..data")).expect("rename");
+    for (key, _) in files {
+        if std::fs::symlink_metadata(root.join(key)).is_err() {
+            symlink(format!("..data/{key}"), root.join(key)).expect("symlink");
+        }
+    }
+    if let Some(old) = old {
+        std::fs::remove_dir_all(root.join(old)).expect("rm old");
+    }
+}
+
+#[tokio::test]
+async fn kubelet_swaps_of_the_config_and_secret_volumes_are_picked_up() {
+    let upstream = Server::always(Reply::json(&mem0_results(1))).await;
+    let config = tempfile::tempdir().expect("tempdir");
+    let secret = tempfile::tempdir().expect("tempdir");
+    let logs = tempfile::tempdir().expect("tempdir");
+    let mount = format!(
+        "apiVersion: gateway.memgate.io/v1alpha1\nkind: SecretMount\nmetadata: {{name: upstream, namespace: agents}}\npath: {}\n",
+        secret.path().display()
+    );
+    let first = ProviderYaml::new("first", &upstream.origin()).yaml();
+    let second = ProviderYaml::new("second", &upstream.origin()).yaml();
+    kubelet_publish(secret.path(), "2026_01_01_00_00_00.000000001", &[("api-key", "first-key-0a1b")]);
+    kubelet_publish(
+        config.path(),
+        "2026_01_01_00_00_00.000000002",
+        &[("gateway.yaml", &format!("{first}---\n{mount}"))],
+    );
+    let gateway = Gateway::start(config.path(), logs.path(), &[], &[]).await;
+    assert_eq!(gateway.search("second", &json!({"query": QUERY}), None).await.status, 404);
+
+    let both = format!("{first}---\n{second}---\n{mount}");
+    kubelet_publish(config.path(), "2026_01_01_00_01_00.000000003", &[("gateway.yaml", &both)]);
+    let ready = gateway.wait_ready("config volume swapped", |r| r["providers"] == 2).await;
+    assert_eq!(generation(&ready), 2);
+    assert_eq!(gateway.search("second", &json!({"query": QUERY}), None).await.status, 200);
+
+    kubelet_publish(secret.path(), "2026_01_01_00_02_00.000000004", &[("api-key", "second-key-2c3d")]);
+    gateway.wait_ready("Secret volume swapped", |r| generation(r) == 3).await;
+    assert_eq!(gateway.search("first", &json!({"query": QUERY}), None).await.status, 200);
+    let keys: Vec<_> = upstream
+        .requests()
+        .iter()
+        .map(|r| r.headers.iter().find(|(n, _)| n == "x-api-key").map(|(_, v)| v.clone()))
+        .collect();
+    assert_eq!(keys, [Some("first-key-0a1b".to_string()), Some("second-key-2c3d".to_string())]);
 }
 
 #[tokio::test]

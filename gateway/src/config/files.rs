@@ -6,9 +6,14 @@
 //! [`ReadLimits::max_file_bytes`] and all of one load together at most
 //! [`ReadLimits::max_total_bytes`]; a mounted Secret key file at most [`MAX_SECRET_FILE_BYTES`].
 //! Any of these refuses the whole load, naming the file.
+//!
+//! [`metadata_fingerprint`] tells a watcher, without reading any file, whether a load could give
+//! anything new.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::fs::Metadata;
 use std::hash::{DefaultHasher, Hash, Hasher};
+use std::io;
 use std::path::{Path, PathBuf};
 
 use memgate_crds::manifest::documents;
@@ -60,6 +65,8 @@ pub struct Sources {
     /// Hash of the path and bytes of every file read (YAML and mounted Secret keys): changes
     /// whenever any of them changes, so a watcher can compare it without reading anything twice.
     pub fingerprint: u64,
+    /// The Secret folders read, in the order their `SecretMount`s came (for [`metadata_fingerprint`]).
+    pub secret_dirs: Vec<PathBuf>,
 }
 
 /// Largest mounted Secret key file read: 1 MiB, the most a Kubernetes Secret holds.
@@ -103,12 +110,80 @@ pub fn read_sources_with(dir: &Path, limits: ReadLimits) -> Result<Sources, Load
             if let Some((key, path)) = secret_mount(&source_name, &value, dir)? {
                 let data = read_secret_folder(&path, &mut reader, &mut hasher)?;
                 sources.mounted.insert(key, data);
+                sources.secret_dirs.push(path);
             }
             sources.documents.push((source_name, value));
         }
     }
     sources.fingerprint = hasher.finish();
     Ok(sources)
+}
+
+/// A hash of the metadata of everything a load of `dir` that named the Secret folders
+/// `secret_dirs` depended on, reading no file: the YAML files [`collect_yaml_files`] lists (so a
+/// new or removed file counts) and the keys of each Secret folder (as [`read_sources_with`] lists
+/// them: not hidden), each by path and metadata with symlinks followed (device, inode, mode, size,
+/// mtime and ctime with nanoseconds), plus the target of the `..data` symlink of `dir`, of each
+/// folder holding a listed file and of each Secret folder (the kubelet updates a ConfigMap or
+/// Secret volume by writing a new `..<timestamp>/` folder and renaming a new `..data` symlink over
+/// the old one; keys are `key -> ..data/key`).
+///
+/// Equal fingerprints mean nothing was replaced, renamed, added, removed or written to, with one
+/// exception: Linux takes file times from a coarse clock (one tick, 1 to 10 ms) and some
+/// filesystems keep whole seconds only, so a file rewritten in place with the same size within one
+/// tick of its last change can keep all of its metadata. A watcher should therefore also read in
+/// full now and then. A key that cannot be looked at (a dangling symlink) counts as its error kind,
+/// as the load skips it; any other error is returned (a load would fail too).
+pub fn metadata_fingerprint(dir: &Path, secret_dirs: &[PathBuf]) -> io::Result<u64> {
+    let mut hasher = DefaultHasher::new();
+    let mut files = Vec::new();
+    collect_yaml_files(dir, &mut files, &mut BTreeSet::new())?;
+    let mut folders = BTreeSet::from([dir.to_path_buf()]);
+    for file in &files {
+        file.hash(&mut hasher);
+        hash_metadata(&std::fs::metadata(file)?, &mut hasher);
+        folders.extend(file.parent().map(Path::to_path_buf));
+    }
+    for folder in &folders {
+        hash_data_link(folder, &mut hasher);
+    }
+    for folder in secret_dirs {
+        folder.hash(&mut hasher);
+        hash_data_link(folder, &mut hasher);
+        let mut keys = Vec::new();
+        for entry in std::fs::read_dir(folder)? {
+            let entry = entry?;
+            if !entry.file_name().to_string_lossy().starts_with('.') {
+                keys.push(entry.path());
+            }
+        }
+        keys.sort();
+        for key in keys {
+            key.hash(&mut hasher);
+            match std::fs::metadata(&key) {
+                Ok(metadata) => hash_metadata(&metadata, &mut hasher),
+                Err(err) => err.kind().hash(&mut hasher),
+            }
+        }
+    }
+    Ok(hasher.finish())
+}
+
+#[cfg(unix)]
+fn hash_metadata(metadata: &Metadata, hasher: &mut DefaultHasher) {
+    use std::os::unix::fs::MetadataExt;
+    let m = metadata;
+    (m.dev(), m.ino(), m.mode(), m.size(), m.mtime(), m.mtime_nsec(), m.ctime(), m.ctime_nsec()).hash(hasher);
+}
+
+#[cfg(not(unix))]
+fn hash_metadata(metadata: &Metadata, hasher: &mut DefaultHasher) {
+    (metadata.len(), metadata.modified().ok(), metadata.is_file()).hash(hasher);
+}
+
+/// Where `folder/..data` points (nothing when it is not a symlink).
+fn hash_data_link(folder: &Path, hasher: &mut DefaultHasher) {
+    std::fs::read_link(folder.join("..data")).ok().hash(hasher);
 }
 
 /// The fingerprint of a folder that could not be read: the error's text (which names the file),
@@ -256,6 +331,141 @@ spec:
         std::fs::write(dir.path().join("b.yaml"), "x: 1\n".repeat(100)).expect("write");
         let err = load_dir_with(dir.path(), total).unwrap_err().to_string();
         assert!(err.contains("b.yaml") && err.contains("--config-max-total-bytes"), "{err}");
+    }
+
+    /// Wait until a file written now gets later times than `path` has (the kernel's file clock ticks
+    /// every few milliseconds), so a rewrite of `path` gets new times.
+    #[cfg(unix)]
+    fn wait_for_clock_tick(path: &Path) {
+        use std::os::unix::fs::MetadataExt;
+        let times = |p: &Path| {
+            let m = std::fs::metadata(p).expect("stat");
+            (m.mtime(), m.mtime_nsec()).max((m.ctime(), m.ctime_nsec()))
+        };
+        let last = times(path);
+        let probe = path.with_extension("tick");
+        for _ in 0..1000 {
+            std::fs::write(&probe, "").expect("write");
+            if times(&probe) > last {
+                std::fs::remove_file(&probe).expect("rm");
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        panic!("the file clock did not advance");
+    }
+
+    /// Publish `files` into the volume at `root` as the kubelet's atomic writer does: a new
+    /// `..<generation>/` folder, a `..data` symlink renamed over the old one, `key -> ..data/key`
+    /// links, the old folder removed.
+    #[cfg(unix)]
+    fn kubelet_publish(root: &Path, generation: &str, files: &[(&str, &str)]) {
+        use std::os::unix::fs::symlink;
+        let folder = format!("..{generation}");
+        std::fs::create_dir_all(root.join(&folder)).expect("mkdir");
+        for (key, text) in files {
+            std::fs::write(root.join(&folder).join(key), text).expect("write");
+        }
+        let old = std::fs::read_link(root.join("..data")).ok();
+        symlink(&folder, root.join("..data_tmp")).expect("symlink");
+        std::fs::rename(root.join("..data_tmp"), root.join("..data")).expect("rename");
+        for (key, _) in files {
+            if std::fs::symlink_metadata(root.join(key)).is_err() {
+                symlink(format!("..data/{key}"), root.join(key)).expect("symlink");
+            }
+        }
+        if let Some(old) = old {
+            std::fs::remove_dir_all(root.join(old)).expect("rm old");
+        }
+    }
+
+    #[test]
+    fn metadata_fingerprint_is_stable_and_sees_new_and_removed_files() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let fingerprint = || metadata_fingerprint(dir.path(), &[]).expect("readable");
+        std::fs::write(dir.path().join("a.yaml"), PROVIDER).expect("write");
+        let first = fingerprint();
+        assert_eq!(first, fingerprint());
+        std::fs::write(dir.path().join("b.yml"), PROVIDER).expect("write");
+        let with_b = fingerprint();
+        assert_ne!(first, with_b);
+        // Files a load does not read do not count.
+        std::fs::write(dir.path().join("notes.txt"), "x").expect("write");
+        std::fs::write(dir.path().join(".hidden.yaml"), "x").expect("write");
+        assert_eq!(with_b, fingerprint());
+        std::fs::remove_file(dir.path().join("b.yml")).expect("rm");
+        assert_eq!(first, fingerprint(), "back to the first set of files");
+    }
+
+    /// A rewrite with different bytes of the same length is seen through the mtime, through the
+    /// ctime alone (mtime set back) and through the inode (replaced by rename, mtime set back).
+    #[cfg(unix)]
+    #[test]
+    fn metadata_fingerprint_sees_same_size_rewrites() {
+        use std::os::unix::fs::MetadataExt;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let file = dir.path().join("a.yaml");
+        let fingerprint = || metadata_fingerprint(dir.path(), &[]).expect("readable");
+        std::fs::write(&file, "x: 1\n").expect("write");
+        let before = fingerprint();
+
+        wait_for_clock_tick(&file);
+        std::fs::write(&file, "x: 2\n").expect("write");
+        let mtime_changed = fingerprint();
+        assert_ne!(before, mtime_changed, "in-place rewrite: new mtime");
+
+        let old = std::fs::metadata(&file).expect("stat");
+        wait_for_clock_tick(&file);
+        std::fs::write(&file, "x: 3\n").expect("write");
+        let handle = std::fs::File::options().write(true).open(&file).expect("open");
+        handle.set_modified(old.modified().expect("mtime")).expect("set mtime");
+        let now = std::fs::metadata(&file).expect("stat");
+        assert_eq!((now.ino(), now.len(), now.modified().ok()), (old.ino(), old.len(), old.modified().ok()));
+        let ctime_changed = fingerprint();
+        assert_ne!(mtime_changed, ctime_changed, "only the ctime differs");
+
+        let old = std::fs::metadata(&file).expect("stat");
+        let temporary = dir.path().join("a.tmp");
+        std::fs::write(&temporary, "x: 4\n").expect("write");
+        let handle = std::fs::File::options().write(true).open(&temporary).expect("open");
+        handle.set_modified(old.modified().expect("mtime")).expect("set mtime");
+        std::fs::rename(&temporary, &file).expect("rename");
+        let now = std::fs::metadata(&file).expect("stat");
+        assert_ne!(now.ino(), old.ino());
+        assert_ne!(ctime_changed, fingerprint(), "replaced by rename: new inode");
+    }
+
+    /// ConfigMap and Secret volumes updated the kubelet's way, in the config folder and in a Secret
+    /// folder a `SecretMount` names.
+    #[cfg(unix)]
+    #[test]
+    fn metadata_fingerprint_sees_kubelet_swaps_of_config_and_secret_volumes() {
+        let config = tempfile::tempdir().expect("tempdir");
+        let secret = tempfile::tempdir().expect("tempdir");
+        let mount = format!(
+            "apiVersion: {SECRET_MOUNT_API_VERSION}\nkind: {SECRET_MOUNT_KIND}\nmetadata: {{name: mem0-api, namespace: agents}}\npath: {}\n",
+            secret.path().display()
+        );
+        let gateway = |agent: &str| format!("{}---\n{mount}", PROVIDER.replace("qwen-code", agent));
+        kubelet_publish(config.path(), "2026_01_01_00_00_00.000000001", &[("gateway.yaml", &gateway("qwen-code"))]);
+        kubelet_publish(secret.path(), "2026_01_01_00_00_00.000000002", &[("api-key", "key-one")]);
+        let sources = read_sources(config.path()).expect("readable");
+        assert_eq!(sources.secret_dirs, [secret.path().to_path_buf()]);
+        assert_eq!(sources.documents.len(), 2, "the `..data` copy is not read again");
+        let fingerprint = || metadata_fingerprint(config.path(), &sources.secret_dirs).expect("readable");
+        let first = fingerprint();
+        assert_eq!(first, fingerprint());
+
+        kubelet_publish(secret.path(), "2026_01_01_00_01_00.000000003", &[("api-key", "key-two")]);
+        let secret_swapped = fingerprint();
+        assert_ne!(first, secret_swapped, "Secret volume swapped");
+        let key = &read_sources(config.path()).expect("readable").mounted[&("agents".into(), "mem0-api".into())];
+        assert_eq!(key["api-key"], b"key-two");
+
+        kubelet_publish(config.path(), "2026_01_01_00_02_00.000000004", &[("gateway.yaml", &gateway("other-cli"))]);
+        assert_ne!(secret_swapped, fingerprint(), "config volume swapped (same size)");
+        let text = &read_sources(config.path()).expect("readable").documents[0].1;
+        assert_eq!(text.pointer("/spec/scope/agentId").and_then(Value::as_str), Some("other-cli"));
     }
 
     #[test]

@@ -6,12 +6,12 @@
 
 use std::path::PathBuf;
 use std::sync::{Arc, RwLock};
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use super::build::build_snapshot;
 use memgate_crds::source_file::ReadLimits;
 
-use super::files::{LoadError, Sources, failure_fingerprint, read_sources_with};
+use super::files::{LoadError, Sources, failure_fingerprint, metadata_fingerprint, read_sources_with};
 use super::model::Snapshot;
 
 /// What the last reload attempt did.
@@ -66,15 +66,31 @@ impl ConfigHandle {
     }
 }
 
+/// How often the watcher reads everything even though no metadata changed: once a minute (every
+/// 30th poll at the default 2 s), for the rewrites [`metadata_fingerprint`] cannot see.
+pub const FULL_READ_EVERY: Duration = Duration::from_secs(60);
+
 /// Poll `dir` (and the Secret folders it names) every `interval`; rebuild when anything changed.
-/// Each poll reads every file once: the same read gives the fingerprint and, when it changed, the
-/// documents the new snapshot is built from. Files are read within `limits`. Runs until the task is
-/// dropped.
+///
+/// A poll first takes the [`metadata_fingerprint`] of everything the last read depended on (no
+/// file is read). Only when it changed, the last read failed, or [`FULL_READ_EVERY`] has passed
+/// since the last full read, the poll reads every file once within `limits`: that one read gives
+/// the content fingerprint, which decides whether to rebuild (a touched but unchanged file does
+/// not reload), and the documents the new snapshot is built from. The metadata is taken before the
+/// read, so a change during the read is seen at the next poll. Runs until the task is dropped.
 pub async fn watch(handle: Arc<ConfigHandle>, dir: PathBuf, interval: Duration, limits: ReadLimits) {
-    let (mut last, _) = read_blocking(dir.clone(), limits).await;
+    let mut poll = Poll::default();
+    let metadata = metadata_blocking(dir.clone(), Vec::new()).await;
+    let (mut last, read) = read_blocking(dir.clone(), limits).await;
+    poll.record(metadata, &read, Instant::now());
     loop {
         tokio::time::sleep(interval).await;
+        let metadata = metadata_blocking(dir.clone(), poll.secret_dirs.clone()).await;
+        if !poll.must_read(metadata, Instant::now()) {
+            continue;
+        }
         let (now, read) = read_blocking(dir.clone(), limits).await;
+        poll.record(metadata, &read, Instant::now());
         if now == last {
             continue;
         }
@@ -94,6 +110,42 @@ pub async fn watch(handle: Arc<ConfigHandle>, dir: PathBuf, interval: Duration, 
     }
 }
 
+/// What the last full read of the folder left for deciding whether to read again.
+#[derive(Debug, Default)]
+struct Poll {
+    /// The metadata fingerprint taken just before it (`None`: could not be taken).
+    metadata: Option<u64>,
+    /// Whether it succeeded (`false` before the first read).
+    read_ok: bool,
+    /// When it finished.
+    at: Option<Instant>,
+    /// The Secret folders the last successful read named.
+    secret_dirs: Vec<PathBuf>,
+}
+
+impl Poll {
+    /// Whether a poll whose metadata fingerprint is `metadata` must read the folder in full.
+    fn must_read(&self, metadata: Option<u64>, now: Instant) -> bool {
+        let stale = self.at.is_none_or(|at| now.saturating_duration_since(at) >= FULL_READ_EVERY);
+        !self.read_ok || metadata.is_none() || metadata != self.metadata || stale
+    }
+
+    /// Note a full read, taken after the metadata fingerprint `metadata`.
+    fn record(&mut self, metadata: Option<u64>, read: &Result<Sources, LoadError>, now: Instant) {
+        self.metadata = metadata;
+        self.at = Some(now);
+        self.read_ok = read.is_ok();
+        if let Ok(sources) = read {
+            self.secret_dirs.clone_from(&sources.secret_dirs);
+        }
+    }
+}
+
+/// The metadata fingerprint off the async threads; `None` when it could not be taken.
+async fn metadata_blocking(dir: PathBuf, secret_dirs: Vec<PathBuf>) -> Option<u64> {
+    tokio::task::spawn_blocking(move || metadata_fingerprint(&dir, &secret_dirs).ok()).await.ok().flatten()
+}
+
 /// One read of the folder off the async threads, with its fingerprint.
 async fn read_blocking(dir: PathBuf, limits: ReadLimits) -> (u64, Result<Sources, LoadError>) {
     let read = tokio::task::spawn_blocking(move || read_sources_with(&dir, limits)).await;
@@ -104,5 +156,33 @@ async fn read_blocking(dir: PathBuf, limits: ReadLimits) -> (u64, Result<Sources
             let err = LoadError::Io { path: "<config folder>".into(), message: join.to_string() };
             (failure_fingerprint(&err), Err(err))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn read_ok() -> Result<Sources, LoadError> {
+        Ok(Sources { secret_dirs: vec![PathBuf::from("/secrets/a")], ..Sources::default() })
+    }
+
+    #[test]
+    fn a_poll_reads_only_when_metadata_changed_the_last_read_failed_or_a_minute_passed() {
+        let start = Instant::now();
+        let mut poll = Poll::default();
+        assert!(poll.must_read(Some(1), start), "nothing read yet");
+        poll.record(Some(1), &read_ok(), start);
+        assert_eq!(poll.secret_dirs, [PathBuf::from("/secrets/a")]);
+        let soon = start + Duration::from_secs(2);
+        assert!(!poll.must_read(Some(1), soon), "unchanged");
+        assert!(poll.must_read(Some(2), soon), "metadata changed");
+        assert!(poll.must_read(None, soon), "metadata could not be taken");
+        assert!(poll.must_read(Some(1), start + FULL_READ_EVERY), "safety net");
+
+        let failed = Err(LoadError::Io { path: "a.yaml".into(), message: "gone".into() });
+        poll.record(Some(1), &failed, soon);
+        assert!(poll.must_read(Some(1), soon), "the last read failed");
+        assert_eq!(poll.secret_dirs, [PathBuf::from("/secrets/a")], "kept from the last successful read");
     }
 }
