@@ -125,7 +125,7 @@ async fn cel_rules_refuse_every_single_object_violation_naming_the_field() {
         ("bind-without-service-accounts", "spec.access.bindUserIdToSubject"),
         ("scope-whitespace", "spec.scope.userId"),
     ] {
-        let text = repo_file(&format!("examples/invalid/{example}.yaml"));
+        let text = repo_file(&format!("testdata/invalid/{example}.yaml"));
         let object = objects(&text).into_iter().next().expect("one object");
         let err = create(&client, &ns, object, None).await.expect_err(example);
         assert!(err.contains(needle), "{example}: the API server's message should name {needle}: {err}");

@@ -2,7 +2,7 @@
 """Regenerates the committed seed corpora of the fuzz targets from the repository's fixtures.
 
 Run from the repository root: python3 fuzz/seeds/generate.py  (needs PyYAML). It rewrites
-fuzz/seeds/<target>/ from examples/ and presets/dialects/*/fixtures.yaml, planting the marker
+fuzz/seeds/<target>/ from examples/, testdata/invalid/ and presets/dialects/*/fixtures.yaml, planting the marker
 credential of fuzz/src/lib.rs in every Secret value, so the targets can check that no error shows it.
 """
 import base64
@@ -41,7 +41,7 @@ def main():
                    "normalize_response", "nexent_requests"]:
         shutil.rmtree(SEEDS / target, ignore_errors=True)
 
-    examples = sorted((ROOT / "examples").rglob("*.yaml"))
+    examples = sorted((ROOT / "examples").rglob("*.yaml")) + sorted((ROOT / "testdata/invalid").glob("*.yaml"))
     for path in examples:
         name = f"{path.parent.name}-{path.name}"
         planted = plant(path.read_text())

@@ -278,7 +278,7 @@ mod tests {
     use super::*;
 
     fn example(name: &str) -> (String, Value) {
-        let path = format!("{}/../examples/invalid/{name}.yaml", env!("CARGO_MANIFEST_DIR"));
+        let path = format!("{}/../testdata/invalid/{name}.yaml", env!("CARGO_MANIFEST_DIR"));
         let text = std::fs::read_to_string(&path).expect("example exists");
         let expect = text.lines().next().and_then(|l| l.strip_prefix("# expect: ")).expect("expect line").to_string();
         let (_, doc) = documents(&text).expect("yaml").into_iter().next().expect("a document");

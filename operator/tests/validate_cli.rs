@@ -15,21 +15,99 @@ fn stdout(out: &Output) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// Every `*.yaml`/`*.yml` file under `dir`, recursively, in a stable order.
+fn yaml_files(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).expect("readable folder") {
+            let path = entry.expect("entry").path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if path.extension().is_some_and(|e| e == "yaml" || e == "yml") {
+                out.push(path);
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// `memgate-operator validate examples/` is the acceptance check of the examples: every folder
+/// (quickstart, cluster, oauth, gitops, platform) is valid on its own and together with the others
+/// (no name is declared twice), and the run checked every memgate document of every file.
 #[test]
-fn quickstart_oauth_gitops_and_cluster_examples_are_valid() {
-    let out = run(&["validate", "examples/quickstart", "examples/oauth", "examples/gitops"]);
-    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+fn validate_examples_folder_exits_0_having_checked_every_document() {
+    let files = yaml_files(&repo().join("examples"));
+    let platform: Vec<_> = files
+        .iter()
+        .filter_map(|f| f.strip_prefix(repo().join("examples/platform")).ok())
+        .map(|f| f.to_string_lossy().into_owned())
+        .collect();
+    let want = [
+        "custom-dialect.yaml",
+        "mem0-oss.yaml",
+        "mem0-platform.yaml",
+        "namespace.yaml",
+        "nexent-plugin-claim.yaml",
+        "polardb.yaml",
+        "secrets.yaml",
+    ];
+    assert_eq!(platform, want, "examples/platform changed: update this test and the README");
+    let mut expected = 0;
+    for file in &files {
+        let text = std::fs::read_to_string(file).expect("readable");
+        let docs = memgate_crds::manifest::documents(&text).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+        assert!(!docs.is_empty(), "{}: no document", file.display());
+        expected +=
+            docs.iter().filter(|(_, d)| matches!(d["kind"].as_str(), Some("MemoryProvider" | "DialectPreset"))).count();
+        assert!(text.starts_with('#'), "{}: must start with a comment saying what it is", file.display());
+    }
+    let out = run(&["validate", "examples/"]);
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(0), "{}{stderr}", stdout(&out));
     assert_eq!(stdout(&out), "");
-    // The cluster quickstart declares the same provider as the local one: checked on its own.
-    let out = run(&["validate", "examples/cluster"]);
-    assert_eq!((out.status.code(), stdout(&out)), (Some(0), String::new()));
+    assert!(
+        stderr.contains(&format!("{expected} memgate object(s) checked: 0 problem(s), 0 unreadable input(s)")),
+        "expected {expected} memgate objects: {stderr}"
+    );
+    // Each folder on its own too (a folder must not depend on a preset or Secret of another).
+    for folder in ["examples/quickstart", "examples/cluster", "examples/oauth", "examples/gitops", "examples/platform"]
+    {
+        let out = run(&["validate", folder]);
+        assert_eq!((out.status.code(), stdout(&out)), (Some(0), String::new()), "{folder}");
+    }
+}
+
+/// The walk of `validate examples/` reaches every YAML file, those without memgate objects
+/// (Namespace, Secrets, the plugin claim) included: a copy of the folder with an unparsable last
+/// document in every file names each file.
+#[test]
+fn validate_examples_folder_reads_every_file() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let source = repo().join("examples");
+    let files = yaml_files(&source);
+    for file in &files {
+        let relative = file.strip_prefix(&source).expect("under examples/");
+        let copy = dir.path().join(relative);
+        std::fs::create_dir_all(copy.parent().expect("parent")).expect("mkdir");
+        let text = std::fs::read_to_string(file).expect("readable");
+        std::fs::write(&copy, format!("{text}\n---\nkind: [MemoryProvider\n")).expect("write");
+    }
+    let out = run(&["validate", &dir.path().to_string_lossy()]);
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(2), "{text}");
+    for file in &files {
+        let copy = dir.path().join(file.strip_prefix(&source).expect("under examples/"));
+        assert!(text.contains(&format!("{}: ", copy.display())), "{} was not read:\n{text}", file.display());
+    }
 }
 
 #[test]
 fn every_invalid_example_exits_1_naming_its_field() {
-    let dir = repo().join("examples/invalid");
+    let dir = repo().join("testdata/invalid");
     let mut checked = 0;
-    for entry in std::fs::read_dir(&dir).expect("examples/invalid") {
+    for entry in std::fs::read_dir(&dir).expect("testdata/invalid") {
         let path = entry.expect("entry").path();
         let text = std::fs::read_to_string(&path).expect("readable");
         let field = text.lines().next().and_then(|l| l.strip_prefix("# expect: ")).expect("first line names the field");
@@ -46,10 +124,10 @@ fn every_invalid_example_exits_1_naming_its_field() {
 
 #[test]
 fn output_line_names_file_document_kind_field() {
-    let out = run(&["validate", "examples/invalid/timeout-range.yaml"]);
+    let out = run(&["validate", "testdata/invalid/timeout-range.yaml"]);
     assert_eq!(
         stdout(&out).trim(),
-        "examples/invalid/timeout-range.yaml: document 0: MemoryProvider/timeout-range: spec.timeoutMs: must be between 1 and 30000"
+        "testdata/invalid/timeout-range.yaml: document 0: MemoryProvider/timeout-range: spec.timeoutMs: must be between 1 and 30000"
     );
 }
 
@@ -82,7 +160,7 @@ fn multi_document_index_is_reported() {
     let dir = tempfile::tempdir().expect("tempdir");
     let file = dir.path().join("multi.yaml");
     let good = std::fs::read_to_string(repo().join("examples/quickstart/mem0-oss.yaml")).expect("example");
-    let bad = std::fs::read_to_string(repo().join("examples/invalid/no-access.yaml")).expect("example");
+    let bad = std::fs::read_to_string(repo().join("testdata/invalid/no-access.yaml")).expect("example");
     std::fs::write(&file, format!("{good}\n---\n{bad}")).expect("write");
     let out = run(&["validate", &file.to_string_lossy()]);
     assert_eq!(out.status.code(), Some(1));
@@ -150,7 +228,7 @@ fn a_folder_without_yaml_exits_2() {
 fn every_problem_of_a_field_is_listed() {
     let dir = tempfile::tempdir().expect("tempdir");
     let file = dir.path().join("path.yaml");
-    let doc = std::fs::read_to_string(repo().join("examples/invalid/basepath-traversal.yaml"))
+    let doc = std::fs::read_to_string(repo().join("testdata/invalid/basepath-traversal.yaml"))
         .expect("example")
         .replace("/tenant/%2e%2e/admin", "/a//../b?x");
     std::fs::write(&file, doc).expect("write");
