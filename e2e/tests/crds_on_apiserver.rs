@@ -146,3 +146,97 @@ async fn dialect_preset_spec_is_immutable() {
     let labels = serde_json::json!({"metadata": {"labels": {"team": "platform"}}});
     api.patch(&name, &PatchParams::default(), &Patch::Merge(&labels)).await.expect("metadata may change");
 }
+
+/// The API resource of a kind `examples/platform/` holds.
+fn platform_resource(kind: &str) -> ApiResource {
+    use k8s_openapi::api::core::v1::{Namespace, PersistentVolumeClaim, Secret};
+    match kind {
+        "Namespace" => ApiResource::erase::<Namespace>(&()),
+        "Secret" => ApiResource::erase::<Secret>(&()),
+        "PersistentVolumeClaim" => ApiResource::erase::<PersistentVolumeClaim>(&()),
+        "DialectPreset" => ApiResource::erase::<DialectPreset>(&()),
+        "MemoryProvider" => ApiResource::erase::<MemoryProvider>(&()),
+        other => panic!("examples/platform holds a {other}: teach this test its resource"),
+    }
+}
+
+/// Whether everything `sent` states is in `stored` (the server may add defaults, never change a
+/// value it was given).
+fn stored_as_sent(sent: &serde_json::Value, stored: &serde_json::Value) -> bool {
+    match (sent, stored) {
+        (serde_json::Value::Object(sent), serde_json::Value::Object(stored)) => {
+            sent.iter().all(|(k, v)| stored.get(k).is_some_and(|s| stored_as_sent(v, s)))
+        }
+        _ => sent == stored,
+    }
+}
+
+/// What a platform team runs, `kubectl apply -f examples/platform/`, done by server-side apply
+/// against the real API server with the memgate CRDs installed: every object (Namespace, Secrets,
+/// plugin claim, DialectPreset, MemoryProviders) is admitted, CEL rules included, and stored as
+/// written.
+#[tokio::test]
+async fn platform_examples_are_admitted_and_stored_as_written() {
+    let cp = ControlPlane::shared().await.expect("control plane");
+    let client = cp.client().expect("client");
+    install_crds(&client).await;
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/platform");
+    let mut files: Vec<_> = std::fs::read_dir(&dir)
+        .expect("examples/platform")
+        .map(|e| e.expect("entry").path())
+        .filter(|p| p.extension().is_some_and(|e| e == "yaml"))
+        .collect();
+    files.sort();
+    let mut docs = Vec::new();
+    for file in &files {
+        let name = file.file_name().expect("file name").to_string_lossy().into_owned();
+        for (_, value) in documents(&std::fs::read_to_string(file).expect("readable")).expect("yaml") {
+            docs.push((name.clone(), value));
+        }
+    }
+    // The Namespace first, as `kubectl apply -f` of a folder would need on a second try.
+    docs.sort_by_key(|(_, v)| v["kind"] != "Namespace");
+    let mut kinds = std::collections::BTreeMap::<String, usize>::new();
+    for (file, value) in &docs {
+        let kind = value["kind"].as_str().expect("kind").to_string();
+        let name = value["metadata"]["name"].as_str().expect("name").to_string();
+        let resource = platform_resource(&kind);
+        let api: Api<DynamicObject> = match value["metadata"]["namespace"].as_str() {
+            Some(ns) => {
+                assert_eq!(ns, "agents", "{file}: {kind}/{name}: examples/platform lives in namespace agents");
+                Api::namespaced_with(client.clone(), ns, &resource)
+            }
+            None => Api::all_with(client.clone(), &resource),
+        };
+        let object: DynamicObject = serde_json::from_value(value.clone()).expect("an object");
+        api.patch(&name, &PatchParams::apply("memgate-e2e").force(), &Patch::Apply(&object))
+            .await
+            .unwrap_or_else(|e| panic!("{file}: the API server refused {kind}/{name}: {e}"));
+        let stored = api.get(&name).await.unwrap_or_else(|e| panic!("{file}: {kind}/{name} not stored: {e}"));
+        if kind == "Secret" {
+            // stringData is write-only: the server stores it under data.
+            let secret: k8s_openapi::api::core::v1::Secret =
+                Api::namespaced(client.clone(), "agents").get(&name).await.expect("Secret stored");
+            let data = secret.data.unwrap_or_default();
+            for (key, written) in value["stringData"].as_object().expect("stringData") {
+                let written = written.as_str().expect("a string value").as_bytes();
+                assert_eq!(data.get(key).map(|b| b.0.as_slice()), Some(written), "{file}: Secret/{name} key {key}");
+            }
+        } else if let Some(spec) = value.get("spec") {
+            assert!(
+                stored_as_sent(spec, &stored.data["spec"]),
+                "{file}: {kind}/{name}: {spec} became {}",
+                stored.data["spec"]
+            );
+        }
+        *kinds.entry(kind).or_default() += 1;
+    }
+    let want =
+        [("DialectPreset", 1), ("MemoryProvider", 4), ("Namespace", 1), ("PersistentVolumeClaim", 1), ("Secret", 5)];
+    let want: std::collections::BTreeMap<String, usize> = want.into_iter().map(|(k, n)| (k.to_string(), n)).collect();
+    assert_eq!(kinds, want, "examples/platform changed: update this test and the README");
+    // A provider read back typed, with the server's defaults applied.
+    let team = Api::<MemoryProvider>::namespaced(client, "agents").get("team-memory").await.expect("team-memory");
+    assert_eq!(team.spec.endpoint.origin, "http://mem0.memory.svc:8888");
+    assert!(team.spec.enabled && team.spec.mcp.enabled && team.spec.nexent.ingest);
+}
