@@ -45,10 +45,10 @@ fn validate_examples_folder_exits_0_having_checked_every_document() {
         .map(|f| f.to_string_lossy().into_owned())
         .collect();
     let want = [
+        "00-namespace.yaml",
         "custom-dialect.yaml",
         "mem0-oss.yaml",
         "mem0-platform.yaml",
-        "namespace.yaml",
         "nexent-plugin-claim.yaml",
         "polardb.yaml",
         "secrets.yaml",
