@@ -94,6 +94,34 @@ pub enum Error {
         message: String,
     },
 
+    /// No usable helm binary: `MEMGATE_HELM` is unset or does not name an executable.
+    #[error(
+        "helm not provided: {reason}. Run `export MEMGATE_HELM=$(e2e/helm/provide.sh | tail -n 1)` (builds the \
+         pinned Helm from Go modules once, into the cache folder) or point MEMGATE_HELM at a helm v4 binary"
+    )]
+    HelmNotProvided {
+        /// What is wrong with the variable.
+        reason: String,
+    },
+
+    /// A helm command failed (a lint finding, a values.schema.json violation, a `fail` in a template).
+    #[error("{command} failed ({status}):\n{output}")]
+    Helm {
+        /// The command line.
+        command: String,
+        /// Its exit status.
+        status: String,
+        /// What it wrote to stderr, then stdout.
+        output: String,
+    },
+
+    /// A manifest could not be read as Kubernetes objects.
+    #[error("manifest: {message}")]
+    Manifest {
+        /// What is wrong, naming the document or object.
+        message: String,
+    },
+
     /// A Kubernetes API call made by this crate failed.
     #[error("{action}: {source}")]
     Kube {

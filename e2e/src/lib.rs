@@ -18,6 +18,10 @@
 //! `e2e/control-plane/provide.sh` fills for the version pinned in `e2e/control-plane/versions.env`; when neither
 //! has them, starting fails with [`Error::BinariesNotFound`] saying how to provide them.
 //!
+//! For the Helm chart checks, [`Helm`] runs the pinned helm binary (`MEMGATE_HELM`, from
+//! `e2e/helm/provide.sh`), [`split_manifest`] reads what it renders and [`apply_manifest`] sends those
+//! objects to the control plane by server-side apply.
+//!
 //! What a bare control plane does not do (no scheduler, kubelet or controller manager): Pods never run,
 //! Deployments get no ReplicaSets or status, namespaces never finish terminating, owner references are not
 //! garbage collected, service accounts are not created automatically.
@@ -25,6 +29,7 @@
 mod binaries;
 mod control_plane;
 mod error;
+mod helm;
 mod pki;
 mod process;
 mod versions;
@@ -32,4 +37,5 @@ mod versions;
 pub use binaries::Binaries;
 pub use control_plane::{Builder, ControlPlane, TEST_NAMESPACE_LABEL};
 pub use error::Error;
+pub use helm::{HELM_ENV, Helm, apply_manifest, describe, get_object, split_manifest};
 pub use versions::{PinnedVersions, pinned_versions};
