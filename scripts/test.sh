@@ -29,6 +29,8 @@ assets=$(e2e/control-plane/provide.sh | tail -n 1)
 echo "using kube-apiserver and etcd from ${assets}" >&2
 echo "== identity provider binary" >&2
 e2e/identity-provider/provide.sh | tail -n 1 >&2
+echo "== helm" >&2
+MEMGATE_HELM=$(e2e/helm/provide.sh | tail -n 1); export MEMGATE_HELM
 
 echo "== release build (the container image's binaries, checked by e2e/tests/container_image.rs)" >&2
 ./scripts/build-release.sh
