@@ -40,6 +40,13 @@ MEMGATE_JAEGER=$(e2e/trace-backend/provide.sh | tail -n 1)
 export MEMGATE_JAEGER
 echo "using ${MEMGATE_JAEGER}" >&2
 
+echo "== Python venvs for the end-to-end test (MCP SDK, Nexent harness)" >&2
+# shellcheck source=lib/python-venv.sh
+source scripts/lib/python-venv.sh
+MEMGATE_MCP_PYTHON="$(ensure_venv mcp-python-venv gateway/tests/python/requirements.txt)/bin/python"
+MEMGATE_NEXENT_PYTHON="$(ensure_venv nexent-plugin-venv nexent-plugin/tests/requirements.txt)/bin/python"
+export MEMGATE_MCP_PYTHON MEMGATE_NEXENT_PYTHON
+
 echo "== cargo test" >&2
 cargo test --workspace --locked --no-fail-fast
 
