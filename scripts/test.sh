@@ -6,9 +6,10 @@
 #  1. provides kube-apiserver + etcd for the real-control-plane tests and Jaeger for the trace export
 #     test (each built once from Go modules and cached; see e2e/control-plane/README.md and
 #     e2e/trace-backend/provide.sh);
-#  2. builds the release binaries exactly as the Dockerfile does (scripts/build-release.sh), then runs
-#     every Rust test of the workspace (unit, contract, real API server, real gateway processes, and the
-#     container image checked against that release build);
+#  2. builds the release binaries exactly as the Dockerfile does (scripts/build-release.sh), provides
+#     Helm (e2e/helm/provide.sh) and the Python venvs of the end-to-end test, then runs every Rust test
+#     of the workspace (unit, contract, real API server, real gateway processes, the chart checks, the
+#     platform path end to end on the release binaries, and the container image checked against them);
 #  3. runs the official MCP Python SDK against the real gateway binary (gateway/tests/python/run.sh);
 #  4. loads the Nexent plugin the way Nexent's loader does and drives it through the real gateway
 #     (nexent-plugin/tests/run.sh);
