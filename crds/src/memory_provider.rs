@@ -199,9 +199,14 @@ impl NexentSpec {
         self.search || self.ingest
     }
 
-    /// The plugin claim name, defaulted.
+    /// The plugin claim name, defaulted to [`DEFAULT_PLUGIN_CLAIM`].
     pub fn plugin_claim(&self) -> &str {
-        self.plugin_claim.as_deref().unwrap_or(DEFAULT_PLUGIN_CLAIM)
+        self.plugin_claim_or(DEFAULT_PLUGIN_CLAIM)
+    }
+
+    /// The plugin claim name, defaulted to `default` (an operator's configured default claim).
+    pub fn plugin_claim_or<'a>(&'a self, default: &'a str) -> &'a str {
+        self.plugin_claim.as_deref().unwrap_or(default)
     }
 }
 
