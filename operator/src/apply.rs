@@ -17,6 +17,8 @@ use std::sync::Mutex;
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Service, ServiceAccount};
+use k8s_openapi::api::networking::v1::NetworkPolicy;
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
 use kube::api::{DeleteParams, Patch, PatchParams};
 use kube::{Api, Client, Resource};
@@ -80,6 +82,8 @@ namespaced_owned!(ConfigMap, OwnedKind::ConfigMap);
 namespaced_owned!(Deployment, OwnedKind::Deployment);
 namespaced_owned!(Service, OwnedKind::Service);
 namespaced_owned!(ServiceAccount, OwnedKind::ServiceAccount);
+namespaced_owned!(NetworkPolicy, OwnedKind::NetworkPolicy);
+namespaced_owned!(PodDisruptionBudget, OwnedKind::PodDisruptionBudget);
 
 impl Owned for ClusterRoleBinding {
     const KIND: OwnedKind = OwnedKind::ClusterRoleBinding;

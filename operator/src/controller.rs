@@ -7,7 +7,7 @@
 //! | DialectPresets | whole objects (cluster-scoped) | the preset, every namespace using it |
 //! | Secrets | metadata only (`Api<PartialObjectMeta<Secret>>`: no data is ever fetched or cached) | namespaces whose providers reference it |
 //! | PersistentVolumeClaims | metadata only | namespaces whose Nexent providers name it |
-//! | ConfigMaps, Services, ServiceAccounts | metadata, label `app.kubernetes.io/managed-by=memgate-operator` | their namespace |
+//! | ConfigMaps, Services, ServiceAccounts, NetworkPolicies, PodDisruptionBudgets | metadata, label `app.kubernetes.io/managed-by=memgate-operator` (also while turned off: one left from an earlier setting is deleted) | their namespace |
 //! | Deployments | whole objects, same label (their rollout status) | their namespace |
 //! | ClusterRoleBindings | metadata, same label | the namespace named by `memgate.io/gateway-namespace` |
 //!
@@ -24,6 +24,8 @@ use std::time::{Duration, Instant};
 use futures::{Stream, StreamExt};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolumeClaim, Secret, Service, ServiceAccount};
+use k8s_openapi::api::networking::v1::NetworkPolicy;
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
 use kube::api::{ApiResource, DynamicObject};
 use kube::core::PartialObjectMeta;
@@ -191,7 +193,7 @@ fn spawn_watches(client: &Client, settings: &Settings, feed: &Feed, tasks: &mut 
         None => vec![None],
     };
     let owned = watcher::Config::default().labels(OWNED_SELECTOR);
-    let watches_per_scope = 7;
+    let watches_per_scope = 9;
     feed.sync.pending.store(scopes.len() * watches_per_scope + 2, Ordering::SeqCst);
 
     for scope in &scopes {
@@ -230,6 +232,18 @@ fn spawn_watches(client: &Client, settings: &Settings, feed: &Feed, tasks: &mut 
             "serviceaccounts",
             OwnedKind::ServiceAccount,
             accounts,
+            &owned,
+            scope,
+        );
+        let policies = scoped(client, s);
+        spawn_owned::<NetworkPolicy>(tasks, feed, "networkpolicies", OwnedKind::NetworkPolicy, policies, &owned, scope);
+        let budgets = scoped(client, s);
+        spawn_owned::<PodDisruptionBudget>(
+            tasks,
+            feed,
+            "poddisruptionbudgets",
+            OwnedKind::PodDisruptionBudget,
+            budgets,
             &owned,
             scope,
         );
@@ -374,7 +388,7 @@ pub async fn run(
 ) -> Result<(), ControllerError> {
     let settings = Arc::new(settings);
     let ledger_secret = settings.gateway.ledger.as_ref().map(|l| l.name.clone());
-    let index = Arc::new(RwLock::new(Index::new(ledger_secret)));
+    let index = Arc::new(RwLock::new(Index::new(ledger_secret, settings.gateway.default_plugin_claim.clone())));
     let queue = Arc::new(WorkQueue::new(Backoff::default()));
     let identity = settings.leader.as_ref().map(|l| l.identity.clone());
     let ctx = Arc::new(Context {

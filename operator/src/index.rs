@@ -6,12 +6,14 @@
 //!          |              --nexent.pluginClaim-----------------> [ PVC ns/c ]         (metadata only)
 //!          v
 //! [ namespace ns ] <--owns-- [ ConfigMap | Deployment | Service | ServiceAccount  memgate-gateway ]
+//!                  <--owns-- [ NetworkPolicy | PodDisruptionBudget  memgate-gateway ]   (optional)
 //!                  <--owns-- [ ClusterRoleBinding memgate-gateway-<ns> ]                (cluster-scoped)
 //! ```
 //!
 //! Everything is keyed by namespace because the unit of work is the namespace: one gateway serves
 //! every provider of a namespace, and a provider only refers to Secrets and claims of its own
-//! namespace. Each change returns the [`Key`]s it affects (the namespaces whose gateway may have to
+//! namespace. A provider without `spec.nexent.pluginClaim` refers to the operator's default claim
+//! (`--gateway-default-plugin-claim`), which the index is built with. Each change returns the [`Key`]s it affects (the namespaces whose gateway may have to
 //! change, and the DialectPresets whose status counts their users), so the watch wiring only has to
 //! enqueue them.
 //!
@@ -24,6 +26,7 @@ use std::sync::Arc;
 
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::api::DynamicObject;
+use memgate_crds::memory_provider::DEFAULT_PLUGIN_CLAIM;
 use memgate_crds::{DialectPresetSpec, DialectPresetStatus, MemoryProviderSpec, MemoryProviderStatus};
 
 /// A unit of reconciliation.
@@ -107,8 +110,9 @@ impl ProviderEntry {
         credentials.into_iter().chain(bearer)
     }
 
-    fn plugin_claim(&self) -> Option<&str> {
-        self.spec().filter(|s| s.nexent.any()).map(|s| s.nexent.plugin_claim())
+    /// The claim a Nexent provider writes its plugin into (`default` when its spec names none).
+    fn plugin_claim<'a>(&'a self, default: &'a str) -> Option<&'a str> {
+        self.spec().filter(|s| s.nexent.any()).map(|s| s.nexent.plugin_claim_or(default))
     }
 
     fn preset_ref(&self) -> Option<&str> {
@@ -154,16 +158,23 @@ pub enum OwnedKind {
     ServiceAccount,
     /// TokenReview rights of that identity (cluster-scoped, one per namespace).
     ClusterRoleBinding,
+    /// Who may connect to the gateway pods (`--gateway-network-policy`).
+    NetworkPolicy,
+    /// Voluntary disruptions of the gateway pods (more than one replica only).
+    PodDisruptionBudget,
 }
 
 impl OwnedKind {
-    /// Every kind, in the order objects are applied (the Deployment after what it mounts).
-    pub const ALL: [OwnedKind; 5] = [
+    /// Every kind, in the order objects are applied (the NetworkPolicy and what the pods mount
+    /// before the Deployment, its PodDisruptionBudget after it).
+    pub const ALL: [OwnedKind; 7] = [
         OwnedKind::ServiceAccount,
         OwnedKind::ClusterRoleBinding,
+        OwnedKind::NetworkPolicy,
         OwnedKind::ConfigMap,
         OwnedKind::Service,
         OwnedKind::Deployment,
+        OwnedKind::PodDisruptionBudget,
     ];
 }
 
@@ -176,6 +187,8 @@ impl OwnedKind {
             OwnedKind::Service => "Service",
             OwnedKind::ServiceAccount => "ServiceAccount",
             OwnedKind::ClusterRoleBinding => "ClusterRoleBinding",
+            OwnedKind::NetworkPolicy => "NetworkPolicy",
+            OwnedKind::PodDisruptionBudget => "PodDisruptionBudget",
         }
     }
 }
@@ -216,7 +229,7 @@ pub struct PresetView {
 }
 
 /// The index itself. See the module documentation.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Index {
     providers: BTreeMap<NamespacedName, ProviderEntry>,
     presets: BTreeMap<String, PresetEntry>,
@@ -225,13 +238,31 @@ pub struct Index {
     owned: BTreeMap<(OwnedKind, String), String>,
     deployments: BTreeMap<String, Arc<Deployment>>,
     ledger_secret: Option<String>,
+    default_claim: String,
+}
+
+impl Default for Index {
+    /// An index without a ledger Secret, with the built-in default plugin claim.
+    fn default() -> Index {
+        Index::new(None, DEFAULT_PLUGIN_CLAIM.to_string())
+    }
 }
 
 impl Index {
     /// An empty index; `ledger_secret` is the Secret name every gateway namespace may hold the
-    /// shared ingest ledger URL in (its changes concern the namespaces that have providers).
-    pub fn new(ledger_secret: Option<String>) -> Index {
-        Index { ledger_secret, ..Index::default() }
+    /// shared ingest ledger URL in (its changes concern the namespaces that have providers);
+    /// `default_claim` is the plugin claim of a Nexent provider that names none.
+    pub fn new(ledger_secret: Option<String>, default_claim: String) -> Index {
+        Index {
+            providers: BTreeMap::new(),
+            presets: BTreeMap::new(),
+            secrets: BTreeMap::new(),
+            claims: BTreeMap::new(),
+            owned: BTreeMap::new(),
+            deployments: BTreeMap::new(),
+            ledger_secret,
+            default_claim,
+        }
     }
 
     // --- MemoryProviders -------------------------------------------------------------------
@@ -354,7 +385,7 @@ impl Index {
     }
 
     fn claim_keys(&self, namespace: &str, name: &str) -> Vec<Key> {
-        if self.providers_in(namespace).any(|p| p.plugin_claim() == Some(name)) {
+        if self.providers_in(namespace).any(|p| p.plugin_claim(&self.default_claim) == Some(name)) {
             vec![Key::Namespace(namespace.to_string())]
         } else {
             Vec::new()
@@ -575,7 +606,7 @@ mod tests {
 
     #[test]
     fn secret_change_concerns_only_namespaces_whose_providers_reference_it() {
-        let mut index = Index::new(Some("ledger".into()));
+        let mut index = Index::new(Some("ledger".into()), DEFAULT_PLUGIN_CLAIM.into());
         index.apply_provider(provider("agents", "p", "1", spec("mem0-api")));
         assert_eq!(index.secret("agents", "mem0-api", Some("5".into())), [ns("agents")]);
         assert!(index.secret("agents", "mem0-api", Some("5".into())).is_empty(), "same version");
@@ -605,6 +636,19 @@ mod tests {
         index.apply_provider(provider("agents", "p", "2", no_nexent));
         assert!(index.claim("agents", "other", Some("1".into())).is_empty());
         assert!(index.namespace("agents").claims.contains("nexent-memory-plugins"));
+    }
+
+    #[test]
+    fn an_unnamed_claim_is_the_configured_default_and_a_named_one_wins() {
+        let mut index = Index::new(None, "team-plugins".into());
+        index.apply_provider(provider("agents", "p", "1", spec("s")));
+        assert_eq!(index.claim("agents", "team-plugins", Some("1".into())), [ns("agents")]);
+        assert!(index.claim("agents", "nexent-memory-plugins", Some("1".into())).is_empty(), "not the built-in one");
+        let mut named = spec("s");
+        named["nexent"] = json!({"search": true, "pluginClaim": "own-plugins"});
+        index.apply_provider(provider("agents", "p", "2", named));
+        assert_eq!(index.claim("agents", "own-plugins", Some("1".into())), [ns("agents")]);
+        assert!(index.claim("agents", "team-plugins", Some("2".into())).is_empty());
     }
 
     #[test]

@@ -17,6 +17,8 @@ use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service, ServiceAccount};
+use k8s_openapi::api::networking::v1::NetworkPolicy;
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{OwnerReference, Time};
 use k8s_openapi::jiff::Timestamp;
@@ -31,7 +33,7 @@ use crate::render::{self, Gateway, GatewayInput, RenderError, ServedProvider};
 use crate::resolve::{self, KeyVerdict};
 use crate::settings::Settings;
 use crate::status::{self, GatewayState};
-use crate::validate::{self, ProviderVerdict};
+use crate::validate::{self, Claims, ProviderVerdict};
 
 /// Everything a reconcile uses.
 pub struct Context {
@@ -144,8 +146,9 @@ async fn reconcile_namespace(ctx: &Context, namespace: &str) -> Result<(), Recon
         .is_some_and(|l| secrets.get(&(l.name.clone(), l.key.clone())) == Some(&KeyVerdict::Usable));
 
     // Validate.
+    let claims = Claims { present: &view.claims, default: &gateway_settings.default_plugin_claim };
     let verdicts: Vec<ProviderVerdict> =
-        view.providers.iter().map(|p| validate::verdict(p, &view.presets, &secrets, &view.claims)).collect();
+        view.providers.iter().map(|p| validate::verdict(p, &view.presets, &secrets, claims)).collect();
 
     // Render.
     let served: Vec<ServedProvider<'_>> = view
@@ -208,8 +211,9 @@ fn owner_reference(provider: &ProviderEntry) -> OwnerReference {
     }
 }
 
-/// Apply every desired object and delete the binding when it is no longer desired; returns the
-/// gateway Deployment as now known (as written, or as last watched).
+/// Apply every desired object and delete the optional ones (binding, NetworkPolicy,
+/// PodDisruptionBudget) that are no longer desired; returns the gateway Deployment as now known
+/// (as written, or as last watched).
 async fn apply_gateway(
     ctx: &Context,
     view: &NamespaceView,
@@ -223,16 +227,30 @@ async fn apply_gateway(
         }
         None => writer.delete::<ClusterRoleBinding>().await?,
     }
+    // Before the pods, so that they never run unprotected once the policy is asked for.
+    match &gateway.network_policy {
+        Some(policy) => {
+            writer.apply(policy).await?;
+        }
+        None => writer.delete::<NetworkPolicy>().await?,
+    }
     writer.apply(&gateway.config_map).await?;
     writer.apply(&gateway.service).await?;
-    Ok(match writer.apply(&gateway.deployment).await? {
+    let deployment = match writer.apply(&gateway.deployment).await? {
         Applied::Written(deployment) => {
             // Status is computed from what was just written, not from a watch event still on its way.
             write_index(ctx).deployment(&view.namespace, Some(deployment.clone()));
             Some(Arc::new(deployment))
         }
         Applied::Unchanged => view.deployment.clone(),
-    })
+    };
+    match &gateway.pod_disruption_budget {
+        Some(budget) => {
+            writer.apply(budget).await?;
+        }
+        None => writer.delete::<PodDisruptionBudget>().await?,
+    }
+    Ok(deployment)
 }
 
 fn writer<'a>(ctx: &'a Context, view: &'a NamespaceView) -> Writer<'a> {
@@ -248,9 +266,11 @@ fn writer<'a>(ctx: &'a Context, view: &'a NamespaceView) -> Writer<'a> {
 /// The last provider of the namespace is gone: delete every gateway object still there.
 async fn remove_gateway(ctx: &Context, view: &NamespaceView) -> Result<(), ReconcileError> {
     let writer = writer(ctx, view);
+    writer.delete::<PodDisruptionBudget>().await?;
     writer.delete::<Deployment>().await?;
     writer.delete::<Service>().await?;
     writer.delete::<ConfigMap>().await?;
+    writer.delete::<NetworkPolicy>().await?;
     writer.delete::<ClusterRoleBinding>().await?;
     writer.delete::<ServiceAccount>().await?;
     Ok(())

@@ -11,6 +11,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use clap::Args;
+use memgate_crds::memory_provider::DEFAULT_PLUGIN_CLAIM;
 
 /// Flags of `memgate-operator run`.
 #[derive(Args, Debug, Clone)]
@@ -63,6 +64,28 @@ pub struct RunArgs {
     /// Log filter of the gateways (`RUST_LOG`), e.g. `info` or `warn,memgate_gateway=info`.
     #[arg(long, env = "MEMGATE_GATEWAY_LOG_LEVEL", default_value = "info")]
     pub gateway_log_level: String,
+    /// Give each gateway a NetworkPolicy admitting TCP to its serving and admin ports only from pods
+    /// of its own namespace and of `--gateway-network-policy-allowed-namespace`.
+    #[arg(long, env = "MEMGATE_GATEWAY_NETWORK_POLICY", default_value_t = false, action = clap::ArgAction::Set)]
+    pub gateway_network_policy: bool,
+    /// Another namespace whose pods may reach every gateway under `--gateway-network-policy` (e.g. the
+    /// agents' or Prometheus's; repeat, or comma-separated in the environment variable).
+    #[arg(
+        long = "gateway-network-policy-allowed-namespace",
+        env = "MEMGATE_GATEWAY_NETWORK_POLICY_ALLOWED_NAMESPACES",
+        value_delimiter = ','
+    )]
+    pub gateway_network_policy_allowed_namespaces: Vec<String>,
+    /// Give each gateway running more than one replica a PodDisruptionBudget (`maxUnavailable: 1`).
+    #[arg(long, env = "MEMGATE_GATEWAY_POD_DISRUPTION_BUDGET", default_value_t = true, action = clap::ArgAction::Set)]
+    pub gateway_pod_disruption_budget: bool,
+    /// Secret (in each gateway namespace) the gateway pods pull their image with (repeat, or
+    /// comma-separated in the environment variable).
+    #[arg(long = "gateway-image-pull-secret", env = "MEMGATE_GATEWAY_IMAGE_PULL_SECRETS", value_delimiter = ',')]
+    pub gateway_image_pull_secrets: Vec<String>,
+    /// Nexent plugin PersistentVolumeClaim of a provider whose `spec.nexent.pluginClaim` is unset.
+    #[arg(long, env = "MEMGATE_GATEWAY_DEFAULT_PLUGIN_CLAIM", default_value = DEFAULT_PLUGIN_CLAIM)]
+    pub gateway_default_plugin_claim: String,
     /// Only watch and serve these namespaces (comma-separated); default: every namespace. A
     /// restricted operator leaves DialectPreset status to an unrestricted one.
     #[arg(long, env = "MEMGATE_WATCH_NAMESPACES", value_delimiter = ',')]
@@ -146,6 +169,16 @@ pub struct GatewaySettings {
     pub ingest_enabled: bool,
     /// `RUST_LOG` of the gateway.
     pub log_level: String,
+    /// Render a NetworkPolicy per gateway.
+    pub network_policy: bool,
+    /// Namespaces admitted by that NetworkPolicy besides the gateway's own.
+    pub network_policy_namespaces: BTreeSet<String>,
+    /// Render a PodDisruptionBudget per gateway running more than one replica.
+    pub pod_disruption_budget: bool,
+    /// `imagePullSecrets` of the gateway pods (Secret names, in order, without repeats).
+    pub image_pull_secrets: Vec<String>,
+    /// Plugin claim of a Nexent provider without `spec.nexent.pluginClaim`.
+    pub default_plugin_claim: String,
 }
 
 /// Container resource requests and limits (Kubernetes quantities).
@@ -247,6 +280,44 @@ impl TryFrom<RunArgs> for Settings {
         if !log_ok {
             return Err(bad("gateway-log-level", "must be a log filter such as info or warn,memgate_gateway=debug"));
         }
+        // Empty items of these lists are skipped: an empty environment variable (as a chart renders
+        // an empty list) means none.
+        let mut network_policy_namespaces = BTreeSet::new();
+        for namespace in args.gateway_network_policy_allowed_namespaces {
+            let namespace = namespace.trim().to_string();
+            if namespace.is_empty() {
+                continue;
+            }
+            if !is_dns_label(&namespace) {
+                return Err(bad(
+                    "gateway-network-policy-allowed-namespace",
+                    format!("\"{namespace}\" is not a namespace name (lower-case DNS label)"),
+                ));
+            }
+            network_policy_namespaces.insert(namespace);
+        }
+        let mut image_pull_secrets: Vec<String> = Vec::new();
+        for name in args.gateway_image_pull_secrets {
+            let name = name.trim().to_string();
+            if name.is_empty() {
+                continue;
+            }
+            if !is_dns_subdomain(&name) {
+                return Err(bad(
+                    "gateway-image-pull-secret",
+                    format!("\"{name}\" is not a Secret name (lower-case DNS subdomain)"),
+                ));
+            }
+            if !image_pull_secrets.contains(&name) {
+                image_pull_secrets.push(name);
+            }
+        }
+        if !is_dns_subdomain(&args.gateway_default_plugin_claim) {
+            return Err(bad(
+                "gateway-default-plugin-claim",
+                "must be a PersistentVolumeClaim name (lower-case DNS subdomain)",
+            ));
+        }
         let watch_namespaces = if args.watch_namespaces.is_empty() {
             None
         } else {
@@ -302,6 +373,11 @@ impl TryFrom<RunArgs> for Settings {
                 search_enabled: args.gateway_search_enabled,
                 ingest_enabled: args.gateway_ingest_enabled,
                 log_level: args.gateway_log_level,
+                network_policy: args.gateway_network_policy,
+                network_policy_namespaces,
+                pod_disruption_budget: args.gateway_pod_disruption_budget,
+                image_pull_secrets,
+                default_plugin_claim: args.gateway_default_plugin_claim,
             },
             watch_namespaces,
             listen: args.listen,
@@ -448,6 +524,55 @@ mod tests {
         let err = parse(&["--gateway-ledger-secret", "redis://:pw@redis:6379"]).unwrap_err();
         assert_eq!(err.flag, "gateway-ledger-secret");
         assert!(!err.to_string().contains("pw@"), "the message never echoes the value");
+    }
+
+    #[test]
+    fn network_policy_and_pod_disruption_budget_defaults() {
+        let settings = parse(&[]).expect("defaults");
+        assert!(!settings.gateway.network_policy, "off unless asked for");
+        assert!(settings.gateway.pod_disruption_budget, "on by default");
+        assert!(settings.gateway.image_pull_secrets.is_empty());
+        assert_eq!(settings.gateway.default_plugin_claim, DEFAULT_PLUGIN_CLAIM);
+        let settings =
+            parse(&["--gateway-network-policy", "true", "--gateway-pod-disruption-budget", "false"]).expect("valid");
+        assert!(settings.gateway.network_policy && !settings.gateway.pod_disruption_budget);
+    }
+
+    #[test]
+    fn allowed_namespaces_must_be_namespace_names() {
+        let settings = parse(&[
+            "--gateway-network-policy-allowed-namespace",
+            "monitoring,agents",
+            "--gateway-network-policy-allowed-namespace",
+            "agents",
+        ])
+        .expect("valid");
+        let namespaces: Vec<&str> = settings.gateway.network_policy_namespaces.iter().map(String::as_str).collect();
+        assert_eq!(namespaces, ["agents", "monitoring"], "sorted, without repeats");
+        let empty = parse(&["--gateway-network-policy-allowed-namespace", ""]).expect("an empty list");
+        assert!(empty.gateway.network_policy_namespaces.is_empty());
+        for bad_name in ["Team_A", "-a", "a.b", "a,B"] {
+            let arg = format!("--gateway-network-policy-allowed-namespace={bad_name}");
+            let err = parse(&[&arg]).unwrap_err();
+            assert_eq!(err.flag, "gateway-network-policy-allowed-namespace", "{bad_name}");
+            assert!(err.to_string().starts_with("--gateway-network-policy-allowed-namespace: "), "{err}");
+        }
+    }
+
+    #[test]
+    fn pull_secrets_and_default_claim_must_be_object_names() {
+        let settings =
+            parse(&["--gateway-image-pull-secret", "regcred,mirror.creds", "--gateway-image-pull-secret", "regcred"])
+                .expect("valid");
+        assert_eq!(settings.gateway.image_pull_secrets, ["regcred", "mirror.creds"], "in order, without repeats");
+        assert_eq!(parse(&["--gateway-image-pull-secret", "Reg Cred"]).unwrap_err().flag, "gateway-image-pull-secret");
+        let settings = parse(&["--gateway-default-plugin-claim", "team-plugins"]).expect("valid");
+        assert_eq!(settings.gateway.default_plugin_claim, "team-plugins");
+        for bad_claim in ["Plugins!", "", "a/b"] {
+            let err = parse(&["--gateway-default-plugin-claim", bad_claim]).unwrap_err();
+            assert_eq!(err.flag, "gateway-default-plugin-claim", "{bad_claim}");
+            assert!(err.to_string().starts_with("--gateway-default-plugin-claim: "), "{err}");
+        }
     }
 
     #[test]

@@ -70,12 +70,22 @@ pub fn secret_refs(spec: &MemoryProviderSpec) -> Vec<(&'static str, &SecretKeyRe
     refs
 }
 
+/// The PersistentVolumeClaims of a namespace, and the claim a Nexent provider naming none uses
+/// (`--gateway-default-plugin-claim`).
+#[derive(Debug, Clone, Copy)]
+pub struct Claims<'a> {
+    /// Claims present, by name.
+    pub present: &'a BTreeSet<String>,
+    /// The default claim.
+    pub default: &'a str,
+}
+
 /// The verdict on one provider.
 pub fn verdict(
     provider: &ProviderEntry,
     presets: &BTreeMap<String, PresetEntry>,
     secrets: &SecretVerdicts,
-    claims: &BTreeSet<String>,
+    claims: Claims<'_>,
 ) -> ProviderVerdict {
     let spec = match &provider.spec {
         Ok(spec) => spec,
@@ -197,9 +207,9 @@ fn secret_problem(namespace: &str, spec: &MemoryProviderSpec, secrets: &SecretVe
     worst
 }
 
-fn claim_problem(spec: &MemoryProviderSpec, claims: &BTreeSet<String>) -> Option<Problem> {
-    let claim = spec.nexent.plugin_claim();
-    (spec.nexent.any() && !claims.contains(claim)).then(|| {
+fn claim_problem(spec: &MemoryProviderSpec, claims: Claims<'_>) -> Option<Problem> {
+    let claim = spec.nexent.plugin_claim_or(claims.default);
+    (spec.nexent.any() && !claims.present.contains(claim)).then(|| {
         Problem::new(
             Reason::PluginClaimNotFound,
             format!(
@@ -240,8 +250,15 @@ mod tests {
         [(("mem0-api".to_string(), "api-key".to_string()), KeyVerdict::Usable)].into_iter().collect()
     }
 
+    const DEFAULT_CLAIM: &str = "nexent-memory-plugins";
+
+    fn no_claims() -> Claims<'static> {
+        static NONE: BTreeSet<String> = BTreeSet::new();
+        Claims { present: &NONE, default: DEFAULT_CLAIM }
+    }
+
     fn judge(spec: Value, secrets: &SecretVerdicts) -> ProviderVerdict {
-        verdict(&entry(spec), &BTreeMap::new(), secrets, &BTreeSet::new())
+        verdict(&entry(spec), &BTreeMap::new(), secrets, no_claims())
     }
 
     #[test]
@@ -287,7 +304,23 @@ mod tests {
             matches!(&v.refs, Refs::Unresolved(p) if p.reason == Reason::PluginClaimNotFound && p.message.contains("nexent-memory-plugins"))
         );
         let claims: BTreeSet<String> = ["nexent-memory-plugins".to_string()].into();
-        assert!(verdict(&entry(spec), &BTreeMap::new(), &usable(), &claims).served());
+        let present = Claims { present: &claims, default: DEFAULT_CLAIM };
+        assert!(verdict(&entry(spec), &BTreeMap::new(), &usable(), present).served());
+    }
+
+    #[test]
+    fn an_unnamed_claim_is_the_configured_default_and_a_named_one_wins() {
+        let mut spec = valid();
+        spec["nexent"] = json!({"search": true});
+        let claims: BTreeSet<String> = ["nexent-memory-plugins".to_string(), "own-plugins".to_string()].into();
+        let team_default = Claims { present: &claims, default: "team-plugins" };
+        let v = verdict(&entry(spec.clone()), &BTreeMap::new(), &usable(), team_default);
+        assert!(
+            matches!(&v.refs, Refs::Unresolved(p) if p.reason == Reason::PluginClaimNotFound && p.message.contains("\"team-plugins\"")),
+            "the configured default, not the built-in one: {v:?}"
+        );
+        spec["nexent"]["pluginClaim"] = json!("own-plugins");
+        assert!(verdict(&entry(spec), &BTreeMap::new(), &usable(), team_default).served());
     }
 
     #[test]
@@ -308,7 +341,7 @@ mod tests {
         .expect("object");
         let entry_of = PresetEntry::from_dynamic(&preset).expect("named");
         let presets: BTreeMap<String, PresetEntry> = [("team-search".to_string(), entry_of.clone())].into();
-        let v = verdict(&entry(spec.clone()), &presets, &usable(), &BTreeSet::new());
+        let v = verdict(&entry(spec.clone()), &presets, &usable(), no_claims());
         assert!(v.served(), "{v:?}");
         let pinned = v.preset.expect("pinned");
         assert_eq!((pinned.uid.as_str(), pinned.spec_hash.len()), ("uid-1", 16));
@@ -318,7 +351,7 @@ mod tests {
             s.search.path = "/a/../search".into();
         }
         let presets: BTreeMap<String, PresetEntry> = [("team-search".to_string(), broken)].into();
-        let v = verdict(&entry(spec), &presets, &usable(), &BTreeSet::new());
+        let v = verdict(&entry(spec), &presets, &usable(), no_claims());
         assert!(
             matches!(&v.refs, Refs::Unresolved(p) if p.reason == Reason::DialectNotAccepted && p.message.contains("spec.search.path"))
         );

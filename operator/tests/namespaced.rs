@@ -491,7 +491,7 @@ async fn reqwest_post(address: &str, path: &str, key: &str, body: &Value) -> Res
 /// Event count.
 async fn versions(admin: &kube::Client, namespace: &str, providers: &[&str]) -> Result<Vec<(String, String)>> {
     let mut out = Vec::new();
-    for kind in ["ConfigMap", "Deployment", "Service", "ServiceAccount"] {
+    for kind in ["ConfigMap", "Deployment", "Service", "ServiceAccount", "NetworkPolicy", "PodDisruptionBudget"] {
         let object = get(admin, kind, Some(namespace), "memgate-gateway").await?.with_context(|| kind.to_string())?;
         out.push((kind.to_string(), object.metadata.resource_version.unwrap_or_default()));
     }
@@ -511,7 +511,11 @@ async fn steady_state_writes_nothing_over_a_minute_of_resyncs() -> Result<()> {
     let (cp, admin) = control_plane().await?;
     let home = cp.new_namespace("op-steady").await?;
     let ns = cp.new_namespace("steady").await?;
-    let running = start_operator(cp, &admin, &home, &[&ns], &["--resync-seconds", "2"]).await?;
+    // Every optional gateway object exists here: the NetworkPolicy, the PodDisruptionBudget (two
+    // replicas) and the binding.
+    let running =
+        start_operator(cp, &admin, &home, &[&ns], &["--resync-seconds", "2", "--gateway-network-policy", "true"])
+            .await?;
     apply(&admin, secret(&ns, "mem0-api", &[("api-key", "steady-key")])).await?;
     apply(&admin, claim(&ns, "nexent-memory-plugins")).await?;
     let accounts =
@@ -597,6 +601,102 @@ async fn hand_edited_or_deleted_gateway_objects_are_restored_and_the_last_provid
             }
         }
         get(&admin, "ClusterRoleBinding", None, &binding_name).await.ok()?.is_none().then_some(())
+    })
+    .await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn network_policy_disruption_budget_pull_secrets_and_default_claim_follow_the_settings() -> Result<()> {
+    let (cp, admin) = control_plane().await?;
+    let home = cp.new_namespace("op-optional").await?;
+    let ns = cp.new_namespace("optional").await?;
+    let flags = [
+        "--gateway-network-policy",
+        "true",
+        "--gateway-network-policy-allowed-namespace",
+        "monitoring",
+        "--gateway-network-policy-allowed-namespace",
+        "agents,monitoring",
+        "--gateway-image-pull-secret",
+        "regcred",
+        "--gateway-default-plugin-claim",
+        "team-plugins",
+    ];
+    let _running = start_operator(cp, &admin, &home, &[&ns], &flags).await?;
+    apply(&admin, secret(&ns, "mem0-api", &[("api-key", "optional-key")])).await?;
+    apply(&admin, provider(&ns, "searcher", "mem0-api", json!({"nexent": {"search": true}}))).await?;
+
+    // A provider naming no claim needs the configured default one, not the built-in name.
+    let missing = wait_condition(&admin, &ns, "searcher", "ResolvedRefs", "False", "PluginClaimNotFound").await?;
+    let (_, _, message) = condition(&missing, "ResolvedRefs").context("ResolvedRefs")?;
+    ensure!(message.contains("\"team-plugins\""), "{message}");
+    apply(&admin, claim(&ns, "team-plugins")).await?;
+    wait_condition(&admin, &ns, "searcher", "ResolvedRefs", "True", "ResolvedRefs").await?;
+    let pod = eventually("a Deployment mounting the default claim", || async {
+        let d: Deployment = Api::namespaced(admin.clone(), &ns).get("memgate-gateway").await.ok()?;
+        let pod = d.spec.template.spec?;
+        let mounts_it = pod
+            .volumes
+            .iter()
+            .flatten()
+            .any(|v| v.persistent_volume_claim.as_ref().is_some_and(|c| c.claim_name == "team-plugins"));
+        mounts_it.then_some(pod)
+    })
+    .await?;
+    let pull: Vec<String> = pod.image_pull_secrets.iter().flatten().map(|r| r.name.clone()).collect();
+    ensure!(pull == ["regcred"], "imagePullSecrets: {pull:?}");
+
+    // The NetworkPolicy: the gateway pods, both ports, the own namespace and the listed ones.
+    let policy = eventually("the NetworkPolicy", || async {
+        get(&admin, "NetworkPolicy", Some(&ns), "memgate-gateway").await.ok()?
+    })
+    .await?;
+    let mut namespaces = vec!["agents".to_string(), "monitoring".to_string(), ns.clone()];
+    namespaces.sort();
+    let expected = json!({
+        "podSelector": {"matchLabels": {"app.kubernetes.io/name": "memgate-gateway",
+                                        "app.kubernetes.io/managed-by": "memgate-operator"}},
+        "policyTypes": ["Ingress"],
+        "ingress": [{
+            "from": [{"namespaceSelector": {"matchExpressions": [
+                {"key": "kubernetes.io/metadata.name", "operator": "In", "values": namespaces}]}}],
+            "ports": [{"protocol": "TCP", "port": 8080}, {"protocol": "TCP", "port": 9090}],
+        }],
+    });
+    ensure!(policy.data["spec"] == expected, "NetworkPolicy spec: {}", policy.data["spec"]);
+
+    // Two replicas: the PodDisruptionBudget lets one pod go at a time.
+    let budget = eventually("the PodDisruptionBudget", || async {
+        get(&admin, "PodDisruptionBudget", Some(&ns), "memgate-gateway").await.ok()?
+    })
+    .await?;
+    ensure!(budget.data.pointer("/spec/maxUnavailable") == Some(&json!(1)), "{}", budget.data["spec"]);
+    ensure!(budget.data.pointer("/spec/selector") == expected.get("podSelector"), "{}", budget.data["spec"]);
+
+    // A hand-deleted NetworkPolicy is put back.
+    let uid = policy.metadata.uid.clone();
+    delete(&admin, "NetworkPolicy", Some(&ns), "memgate-gateway").await?;
+    eventually("the NetworkPolicy to be re-created", || async {
+        let again = get(&admin, "NetworkPolicy", Some(&ns), "memgate-gateway").await.ok()??;
+        (again.metadata.uid != uid).then_some(())
+    })
+    .await?;
+
+    // Ingest without a shared ledger: one replica, so the budget goes (the policy stays).
+    edit(&admin, "MemoryProvider", Some(&ns), "searcher", json!({"spec": {"nexent": {"ingest": true}}})).await?;
+    eventually("one replica and no PodDisruptionBudget", || async {
+        let d = get(&admin, "Deployment", Some(&ns), "memgate-gateway").await.ok()??;
+        let gone = get(&admin, "PodDisruptionBudget", Some(&ns), "memgate-gateway").await.ok()?.is_none();
+        (d.data.pointer("/spec/replicas") == Some(&json!(1)) && gone).then_some(())
+    })
+    .await?;
+    ensure!(get(&admin, "NetworkPolicy", Some(&ns), "memgate-gateway").await?.is_some(), "the policy stays");
+
+    // The last provider takes the policy with it.
+    delete(&admin, "MemoryProvider", Some(&ns), "searcher").await?;
+    eventually("the NetworkPolicy to be deleted", || async {
+        get(&admin, "NetworkPolicy", Some(&ns), "memgate-gateway").await.ok()?.is_none().then_some(())
     })
     .await?;
     Ok(())

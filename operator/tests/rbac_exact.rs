@@ -67,14 +67,17 @@ async fn the_operator_needs_every_rule_of_its_documented_rbac_and_nothing_more()
             };
             let dir = tempfile::tempdir()?;
             let kubeconfig = operator_identity(cp, &admin, &home, cluster_role, role, dir.path()).await?;
-            // Every code path: a Secret, a Nexent claim, ServiceAccount callers (the binding), Events.
+            // Every code path: a Secret, a Nexent claim, ServiceAccount callers (the binding), Events,
+            // the NetworkPolicy and (two replicas: nothing here ingests) the PodDisruptionBudget.
             apply(&admin, secret(&ns, "mem0-api", &[("api-key", "rbac-key")])).await?;
             apply(&admin, claim(&ns, "nexent-memory-plugins")).await?;
             let spec = json!({"nexent": {"search": true},
                 "access": {"serviceAccounts": {"audience": "memgate", "allowed": [{"namespace": ns.clone()}]}}});
             apply(&admin, provider(&ns, "everything", "mem0-api", spec)).await?;
             let args: Vec<String> =
-                ["--leader-election-namespace", &home, "--watch-namespaces", &ns].map(String::from).into();
+                ["--leader-election-namespace", &home, "--watch-namespaces", &ns, "--gateway-network-policy", "true"]
+                    .map(String::from)
+                    .into();
             let operator = Operator::start(&kubeconfig, dir.path().join("operator.log"), &args).await?;
             if marker.is_empty() {
                 wait_condition(&admin, &ns, "everything", "ResolvedRefs", "True", "ResolvedRefs").await?;
@@ -82,6 +85,12 @@ async fn the_operator_needs_every_rule_of_its_documented_rbac_and_nothing_more()
                     get(&admin, "ClusterRoleBinding", None, &format!("memgate-gateway-{ns}")).await.ok()?
                 })
                 .await?;
+                for kind in ["NetworkPolicy", "PodDisruptionBudget"] {
+                    eventually(&format!("the {kind}"), || async {
+                        get(&admin, kind, Some(&ns), "memgate-gateway").await.ok()?
+                    })
+                    .await?;
+                }
                 eventually("the transition Events", || async {
                     let list = Api::<Event>::namespaced(admin.clone(), &ns).list(&ListParams::default()).await.ok()?;
                     (!list.items.is_empty()).then_some(())

@@ -71,13 +71,14 @@ impl Files {
     }
 }
 
-/// Render every file of a namespace's ConfigMap.
-pub fn render_files(input: &GatewayInput<'_>) -> Result<Files, RenderError> {
+/// Render every file of a namespace's ConfigMap; `default_claim` is the plugin claim of a Nexent
+/// provider that names none.
+pub fn render_files(input: &GatewayInput<'_>, default_claim: &str) -> Result<Files, RenderError> {
     let mut data = BTreeMap::new();
     data.insert(CONFIG_KEY.to_string(), config_text(input.namespace, &input.served)?);
     let mut by_claim: BTreeMap<&str, Vec<ServedProvider<'_>>> = BTreeMap::new();
     for provider in input.served.iter().filter(|p| p.spec.nexent.any()) {
-        by_claim.entry(provider.spec.nexent.plugin_claim()).or_default().push(*provider);
+        by_claim.entry(provider.spec.nexent.plugin_claim_or(default_claim)).or_default().push(*provider);
     }
     let mut claims = Vec::new();
     for (i, (claim, providers)) in by_claim.into_iter().enumerate() {

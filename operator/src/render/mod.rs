@@ -6,6 +6,8 @@
 //!                                                   Deployment     memgate-gateway  (serve + Nexent init containers)
 //!                                                   Service        memgate-gateway
 //!                                                   ServiceAccount memgate-gateway
+//!                                                   NetworkPolicy  memgate-gateway  (only with --gateway-network-policy)
+//!                                                   PodDisruptionBudget memgate-gateway (only for more than one replica)
 //!                                                   ClusterRoleBinding memgate-gateway-<ns> (only for ServiceAccount callers)
 //! ```
 //!
@@ -21,6 +23,8 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Service, ServiceAccount};
+use k8s_openapi::api::networking::v1::NetworkPolicy;
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use memgate_crds::{DialectPresetSpec, MemoryProviderSpec, ServiceAccountVerification};
@@ -93,6 +97,10 @@ pub struct Gateway {
     pub service_account: ServiceAccount,
     /// TokenReview rights, when any served provider accepts ServiceAccount tokens.
     pub binding: Option<ClusterRoleBinding>,
+    /// Who may connect, with `--gateway-network-policy`.
+    pub network_policy: Option<NetworkPolicy>,
+    /// `maxUnavailable: 1`, when enabled and more than one replica runs.
+    pub pod_disruption_budget: Option<PodDisruptionBudget>,
     /// The pod-template hash.
     pub config_hash: String,
     /// Replicas rendered.
@@ -114,7 +122,7 @@ pub enum RenderError {
 
 /// Render the gateway of one namespace.
 pub fn render(input: &GatewayInput<'_>, settings: &GatewaySettings) -> Result<Gateway, RenderError> {
-    let files = config::render_files(input)?;
+    let files = config::render_files(input, &settings.default_plugin_claim)?;
     let ingests = input.served.iter().any(|p| p.spec.nexent.ingest);
     let shared_ledger = ingests && input.ledger_available && settings.ledger.is_some();
     let (replicas, replica_note) = if ingests && !shared_ledger {
@@ -152,6 +160,12 @@ pub fn render(input: &GatewayInput<'_>, settings: &GatewaySettings) -> Result<Ga
         service: objects::service(&meta, settings.port),
         service_account: objects::service_account(&meta),
         binding: token_review.then(|| objects::binding(input.namespace)),
+        network_policy: settings.network_policy.then(|| objects::network_policy(&meta, settings)),
+        // Never for one replica (a namespace that ingests without a shared ledger): a budget
+        // there protects nothing (`maxUnavailable: 1` lets the only pod go anyway), and any
+        // stricter one would block node drains forever.
+        pod_disruption_budget: (settings.pod_disruption_budget && replicas > 1)
+            .then(|| objects::pod_disruption_budget(&meta)),
         config_hash,
         replicas,
         replica_note,

@@ -1,13 +1,24 @@
-//! The small gateway objects: ConfigMap, Service, ServiceAccount and the TokenReview binding.
+//! The small gateway objects: ConfigMap, Service, ServiceAccount, the optional NetworkPolicy and
+//! PodDisruptionBudget, and the TokenReview binding.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::core::v1::{ConfigMap, Service, ServiceAccount, ServicePort, ServiceSpec};
+use k8s_openapi::api::networking::v1::{
+    NetworkPolicy, NetworkPolicyIngressRule, NetworkPolicyPeer, NetworkPolicyPort, NetworkPolicySpec,
+};
+use k8s_openapi::api::policy::v1::{PodDisruptionBudget, PodDisruptionBudgetSpec};
 use k8s_openapi::api::rbac::v1::{ClusterRoleBinding, RoleRef, Subject};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
+    LabelSelector, LabelSelectorRequirement, ObjectMeta, OwnerReference,
+};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use super::{AUTH_DELEGATOR, GATEWAY_NAME, binding_name, labels, selector_labels};
+use crate::settings::GatewaySettings;
+
+/// The label every namespace carries with its own name (set by the API server).
+pub const NAMESPACE_NAME_LABEL: &str = "kubernetes.io/metadata.name";
 
 /// What every namespaced gateway object's metadata is made of.
 pub struct Meta<'a> {
@@ -52,6 +63,57 @@ pub fn service(meta: &Meta<'_>, port: u16) -> Service {
             ..ServiceSpec::default()
         }),
         ..Service::default()
+    }
+}
+
+/// Ingress to the gateway pods: TCP to the serving and the admin port, only from pods of the
+/// gateway's own namespace and of the configured ones (sorted, without repeats). Kubernetes always
+/// lets the pod's own node connect, so kubelet probes need no rule.
+pub fn network_policy(meta: &Meta<'_>, settings: &GatewaySettings) -> NetworkPolicy {
+    let mut namespaces: BTreeSet<&str> = settings.network_policy_namespaces.iter().map(String::as_str).collect();
+    namespaces.insert(meta.namespace);
+    let port = |number: u16| NetworkPolicyPort {
+        protocol: Some("TCP".into()),
+        port: Some(IntOrString::Int(i32::from(number))),
+        ..NetworkPolicyPort::default()
+    };
+    NetworkPolicy {
+        metadata: meta.object(),
+        spec: Some(NetworkPolicySpec {
+            pod_selector: Some(LabelSelector { match_labels: Some(selector_labels()), ..LabelSelector::default() }),
+            policy_types: Some(vec!["Ingress".into()]),
+            ingress: Some(vec![NetworkPolicyIngressRule {
+                from: Some(vec![NetworkPolicyPeer {
+                    namespace_selector: Some(LabelSelector {
+                        match_expressions: Some(vec![LabelSelectorRequirement {
+                            key: NAMESPACE_NAME_LABEL.into(),
+                            operator: "In".into(),
+                            values: Some(namespaces.into_iter().map(String::from).collect()),
+                        }]),
+                        ..LabelSelector::default()
+                    }),
+                    ..NetworkPolicyPeer::default()
+                }]),
+                ports: Some(vec![port(settings.port), port(settings.admin_port)]),
+            }]),
+            ..NetworkPolicySpec::default()
+        }),
+    }
+}
+
+/// At most one gateway pod voluntarily disrupted (node drains) at a time. Rendered only for more
+/// than one replica. Unhealthy pods may always be evicted, so a gateway that never became ready
+/// cannot hold a drain.
+pub fn pod_disruption_budget(meta: &Meta<'_>) -> PodDisruptionBudget {
+    PodDisruptionBudget {
+        metadata: meta.object(),
+        spec: Some(PodDisruptionBudgetSpec {
+            max_unavailable: Some(IntOrString::Int(1)),
+            selector: Some(LabelSelector { match_labels: Some(selector_labels()), ..LabelSelector::default() }),
+            unhealthy_pod_eviction_policy: Some("AlwaysAllow".into()),
+            ..PodDisruptionBudgetSpec::default()
+        }),
+        ..PodDisruptionBudget::default()
     }
 }
 

@@ -12,11 +12,11 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec, DeploymentStrategy};
+use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec, DeploymentStrategy, RollingUpdateDeployment};
 use k8s_openapi::api::core::v1::{
     Capabilities, ConfigMapVolumeSource, Container, ContainerPort, EnvVar, EnvVarSource, HTTPGetAction, KeyToPath,
-    PersistentVolumeClaimVolumeSource, PodSecurityContext, PodSpec, PodTemplateSpec, Probe, ResourceRequirements,
-    SeccompProfile, SecretKeySelector, SecretVolumeSource, SecurityContext, Volume, VolumeMount,
+    LocalObjectReference, PersistentVolumeClaimVolumeSource, PodSecurityContext, PodSpec, PodTemplateSpec, Probe,
+    ResourceRequirements, SeccompProfile, SecretKeySelector, SecretVolumeSource, SecurityContext, Volume, VolumeMount,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
@@ -66,9 +66,7 @@ pub fn deployment(meta: &Meta<'_>, plan: &PodPlan<'_>, config_hash: &str, settin
         spec: DeploymentSpec {
             replicas: Some(plan.replicas),
             selector: LabelSelector { match_labels: Some(selector_labels()), ..LabelSelector::default() },
-            strategy: plan
-                .single_writer
-                .then(|| DeploymentStrategy { type_: Some("Recreate".into()), ..DeploymentStrategy::default() }),
+            strategy: Some(strategy(plan.single_writer)),
             template: PodTemplateSpec {
                 metadata: Some(ObjectMeta {
                     labels: Some(selector_labels()),
@@ -77,6 +75,14 @@ pub fn deployment(meta: &Meta<'_>, plan: &PodPlan<'_>, config_hash: &str, settin
                 }),
                 spec: Some(PodSpec {
                     service_account_name: Some(GATEWAY_NAME.into()),
+                    // Names only: the Secrets must exist in the gateway's namespace.
+                    image_pull_secrets: (!settings.image_pull_secrets.is_empty()).then(|| {
+                        settings
+                            .image_pull_secrets
+                            .iter()
+                            .map(|name| LocalObjectReference { name: name.clone() })
+                            .collect()
+                    }),
                     automount_service_account_token: Some(plan.api_identity),
                     termination_grace_period_seconds: Some(DRAIN_SECONDS + 10),
                     security_context: Some(PodSecurityContext {
@@ -98,6 +104,24 @@ pub fn deployment(meta: &Meta<'_>, plan: &PodPlan<'_>, config_hash: &str, settin
             ..DeploymentSpec::default()
         },
         ..Deployment::default()
+    }
+}
+
+/// `Recreate` for a single writer, otherwise a rolling update with Kubernetes' default bounds,
+/// written out: the operator then owns `rollingUpdate` and leaves it out (server-side apply removes
+/// it) when the namespace switches to `Recreate`. Left to the API server's defaulting, the field
+/// would stay behind and the switch be refused ("may not be specified when strategy `type` is
+/// 'Recreate'"), as the end-to-end test found when an ingesting provider resolved late.
+fn strategy(single_writer: bool) -> DeploymentStrategy {
+    if single_writer {
+        return DeploymentStrategy { type_: Some("Recreate".into()), rolling_update: None };
+    }
+    DeploymentStrategy {
+        type_: Some("RollingUpdate".into()),
+        rolling_update: Some(RollingUpdateDeployment {
+            max_surge: Some(IntOrString::String("25%".into())),
+            max_unavailable: Some(IntOrString::String("25%".into())),
+        }),
     }
 }
 

@@ -1,6 +1,6 @@
 //! Rendering, tested on plain values: what a namespace's gateway is made of.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::core::v1::{Container, PodSpec};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
@@ -29,6 +29,11 @@ fn settings() -> GatewaySettings {
         search_enabled: true,
         ingest_enabled: false,
         log_level: "info".into(),
+        network_policy: false,
+        network_policy_namespaces: BTreeSet::new(),
+        pod_disruption_budget: true,
+        image_pull_secrets: Vec::new(),
+        default_plugin_claim: "nexent-memory-plugins".into(),
     }
 }
 
@@ -302,7 +307,9 @@ fn ingest_without_a_shared_ledger_runs_one_replica_and_never_two_pods_at_once() 
     let shared = GatewayInput { ledger_available: true, ..input(served()) };
     let gateway = render(&shared, &with_ledger).expect("renders");
     assert_eq!(gateway.replicas, 2);
-    assert!(gateway.deployment.spec.strategy.is_none());
+    let strategy = gateway.deployment.spec.strategy.clone().expect("an explicit strategy");
+    assert_eq!(strategy.type_.as_deref(), Some("RollingUpdate"));
+    assert!(strategy.rolling_update.is_some(), "owned by the operator, so a switch to Recreate can drop it");
     let env = container(&gateway, "gateway").env.clone().expect("env");
     let ledger = env.iter().find(|e| e.name == "MEMGATE_INGEST_LEDGER").expect("ledger env");
     assert!(ledger.value.is_none(), "the URL is never rendered: only its Secret reference");
@@ -354,4 +361,121 @@ fn nothing_served_renders_an_empty_config_the_gateway_accepts() {
     let text = &gateway.config_map.data.as_ref().expect("data")[CONFIG_KEY];
     assert!(documents(text).expect("yaml").is_empty());
     assert_eq!(gateway.config_map.data.as_ref().map(BTreeMap::len), Some(1));
+}
+
+#[test]
+fn network_policy_admits_only_the_own_and_listed_namespaces_to_both_ports() {
+    let a = spec(json!({}));
+    let served = || vec![ServedProvider { name: "a", spec: &a, preset: None }];
+    assert!(render(&input(served()), &settings()).expect("renders").network_policy.is_none(), "off by default");
+    let mut with_policy = settings();
+    with_policy.network_policy = true;
+    with_policy.network_policy_namespaces = ["monitoring", "agents", "ingress"].map(String::from).into();
+    let gateway = render(&input(served()), &with_policy).expect("renders");
+    let policy = gateway.network_policy.expect("a NetworkPolicy");
+    assert_eq!(policy.metadata.name.as_deref(), Some(GATEWAY_NAME));
+    assert_eq!(policy.metadata.namespace.as_deref(), Some("agents"));
+    assert_eq!(policy.metadata.labels, Some(labels("agents")));
+    let spec = serde_json::to_value(policy.spec.expect("spec")).expect("json");
+    assert_eq!(
+        spec,
+        json!({
+            "podSelector": {"matchLabels": selector_labels()},
+            "policyTypes": ["Ingress"],
+            "ingress": [{
+                "from": [{"namespaceSelector": {"matchExpressions": [{
+                    "key": "kubernetes.io/metadata.name", "operator": "In",
+                    "values": ["agents", "ingress", "monitoring"],
+                }]}}],
+                "ports": [{"protocol": "TCP", "port": 8080}, {"protocol": "TCP", "port": 9090}],
+            }],
+        }),
+        "own namespace included once, sorted; serving and admin port only"
+    );
+    assert_eq!(
+        gateway.deployment.spec.selector.match_labels,
+        Some(selector_labels()),
+        "the policy selects exactly the Deployment's pods"
+    );
+}
+
+#[test]
+fn network_policy_without_listed_namespaces_admits_the_own_namespace() {
+    let a = spec(json!({}));
+    let mut with_policy = settings();
+    with_policy.network_policy = true;
+    let gateway =
+        render(&input(vec![ServedProvider { name: "a", spec: &a, preset: None }]), &with_policy).expect("renders");
+    let spec = serde_json::to_value(gateway.network_policy.and_then(|p| p.spec)).expect("json");
+    assert_eq!(spec.pointer("/ingress/0/from/0/namespaceSelector/matchExpressions/0/values"), Some(&json!(["agents"])));
+}
+
+#[test]
+fn disruption_budget_only_for_more_than_one_replica_and_when_enabled() {
+    let search = spec(json!({}));
+    let gateway =
+        render(&input(vec![ServedProvider { name: "a", spec: &search, preset: None }]), &settings()).expect("renders");
+    assert_eq!(gateway.replicas, 2);
+    let budget = gateway.pod_disruption_budget.expect("a PodDisruptionBudget for 2 replicas");
+    assert_eq!(budget.metadata.name.as_deref(), Some(GATEWAY_NAME));
+    let budget_spec = budget.spec.expect("spec");
+    assert_eq!(budget_spec.max_unavailable, Some(IntOrString::Int(1)));
+    assert!(budget_spec.min_available.is_none());
+    assert_eq!(
+        budget_spec.selector.and_then(|s| s.match_labels),
+        gateway.deployment.spec.selector.match_labels,
+        "the Deployment's pods"
+    );
+    assert_eq!(budget_spec.unhealthy_pod_eviction_policy.as_deref(), Some("AlwaysAllow"));
+
+    let ingest = spec(json!({"nexent": {"search": true, "ingest": true}}));
+    let single =
+        render(&input(vec![ServedProvider { name: "a", spec: &ingest, preset: None }]), &settings()).expect("renders");
+    assert_eq!(single.replicas, 1);
+    assert!(single.pod_disruption_budget.is_none(), "one replica: no budget");
+
+    let mut off = settings();
+    off.pod_disruption_budget = false;
+    let gateway =
+        render(&input(vec![ServedProvider { name: "a", spec: &search, preset: None }]), &off).expect("renders");
+    assert!(gateway.pod_disruption_budget.is_none(), "turned off");
+}
+
+#[test]
+fn image_pull_secrets_are_named_in_the_pod_spec() {
+    let a = spec(json!({}));
+    let served = || vec![ServedProvider { name: "a", spec: &a, preset: None }];
+    assert!(pod(&render(&input(served()), &settings()).expect("renders")).image_pull_secrets.is_none());
+    let mut with_secrets = settings();
+    with_secrets.image_pull_secrets = vec!["regcred".into(), "mirror".into()];
+    let gateway = render(&input(served()), &with_secrets).expect("renders");
+    let names: Vec<&str> = pod(&gateway).image_pull_secrets.iter().flatten().map(|r| r.name.as_str()).collect();
+    assert_eq!(names, ["regcred", "mirror"]);
+}
+
+#[test]
+fn an_unnamed_plugin_claim_is_the_configured_default_and_a_named_one_wins() {
+    let unnamed = spec(json!({"nexent": {"search": true}}));
+    let named = spec(json!({"nexent": {"search": true, "pluginClaim": "own-plugins"}}));
+    let mut team = settings();
+    team.default_plugin_claim = "team-plugins".into();
+    let gateway = render(
+        &input(vec![
+            ServedProvider { name: "a", spec: &unnamed, preset: None },
+            ServedProvider { name: "b", spec: &named, preset: None },
+        ]),
+        &team,
+    )
+    .expect("renders");
+    let claims: Vec<&str> = pod(&gateway)
+        .volumes
+        .iter()
+        .flatten()
+        .filter_map(|v| v.persistent_volume_claim.as_ref())
+        .map(|c| c.claim_name.as_str())
+        .collect();
+    assert_eq!(claims, ["own-plugins", "team-plugins"]);
+    let text = &gateway.config_map.data.as_ref().expect("data")["nexent-1.yaml"];
+    assert!(text.contains("name: a\n"), "provider a writes into the default claim:\n{text}");
+    assert!(!text.contains("pluginClaim"), "the spec is rendered as written, not defaulted");
 }

@@ -297,6 +297,8 @@ where
 pub fn resource(kind: &str) -> ApiResource {
     use k8s_openapi::api::apps::v1::Deployment;
     use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolumeClaim, Secret, Service};
+    use k8s_openapi::api::networking::v1::NetworkPolicy;
+    use k8s_openapi::api::policy::v1::PodDisruptionBudget;
     match kind {
         "MemoryProvider" => ApiResource::erase::<MemoryProvider>(&()),
         "DialectPreset" => ApiResource::erase::<DialectPreset>(&()),
@@ -307,6 +309,8 @@ pub fn resource(kind: &str) -> ApiResource {
         "ServiceAccount" => ApiResource::erase::<ServiceAccount>(&()),
         "Deployment" => ApiResource::erase::<Deployment>(&()),
         "ClusterRoleBinding" => ApiResource::erase::<ClusterRoleBinding>(&()),
+        "NetworkPolicy" => ApiResource::erase::<NetworkPolicy>(&()),
+        "PodDisruptionBudget" => ApiResource::erase::<PodDisruptionBudget>(&()),
         other => panic!("no API resource known for {other}"),
     }
 }
