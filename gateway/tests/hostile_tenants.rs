@@ -154,7 +154,11 @@ async fn searches_queued_behind_a_hanging_upstream_fail_rate_limited_without_rea
     let searches = (0..48).map(|i| {
         let url = format!("{}/nexent/v1/repo-memory/search", gateway.base);
         async move {
-            tokio::time::sleep(Duration::from_millis(10 * i)).await;
+            // All 48 arrive within 94 ms, well inside the tenth of the timeout (400 ms) a queued
+            // call gives up before its deadline, so none can still be waiting when the first 16
+            // time out and free their permits (with 10 ms steps the last arrivals could, on a
+            // loaded machine, and legitimately reached the upstream).
+            tokio::time::sleep(Duration::from_millis(2 * i)).await;
             http_client().post(url).json(&json!({"query": "q"})).send().await.expect("answer").status().as_u16()
         }
     });

@@ -284,8 +284,12 @@ async fn call_level_failures_use_the_error_json() {
     );
     let blank = request("  ", &[("e", "x")]);
     assert_error(&ingest(&gateway, "down", &blank, Some(CALLER_TOKEN)).await, 400, "invalid_payload", "non_retryable");
-    let huge = gateway.post_raw("/nexent/v1/down/ingest", vec![b' '; 2 * 1024 * 1024], Some(CALLER_TOKEN), &[]).await;
-    assert_error(&huge, 413, "invalid_payload", "non_retryable");
+    // A declared 2 MiB body is refused from its Content-Length. Only the head and a first chunk
+    // are sent: the gateway answers and closes without reading the rest, so a client still
+    // writing the whole body may see a broken pipe before it reads the 413.
+    let answer = oversized_head(&gateway.base, "/nexent/v1/down/ingest", 2 * 1024 * 1024).await;
+    assert!(answer.starts_with("HTTP/1.1 413"), "{answer}");
+    assert!(answer.contains(r#""code":"invalid_payload""#) && answer.contains("non_retryable"), "{answer}");
 
     // Nothing was stored by any failed call.
     assert!(upstream.stored().await.is_empty());
@@ -324,4 +328,19 @@ async fn an_unreachable_ledger_is_retryable_and_writes_nothing() {
     let answer = ingest(&gateway, "repo-memory", &request("k", &[("e", "Not without a claim.")]), None).await;
     assert_error(&answer, 503, "provider_error", "retryable");
     assert!(upstream.stored().await.is_empty(), "no unit is written without a claim");
+}
+
+/// POST a head declaring `length` bytes and 1 KiB of them over a raw socket; the whole answer.
+async fn oversized_head(base: &str, path: &str, length: usize) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let address = base.trim_start_matches("http://");
+    let mut stream = tokio::net::TcpStream::connect(address).await.expect("connect");
+    let head = format!(
+        "POST {path} HTTP/1.1\r\nHost: {address}\r\nContent-Type: application/json\r\nAuthorization: Bearer {CALLER_TOKEN}\r\nContent-Length: {length}\r\n\r\n"
+    );
+    stream.write_all(head.as_bytes()).await.expect("head");
+    let _ = stream.write_all(&[b' '; 1024]).await;
+    let mut answer = Vec::new();
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(30), stream.read_to_end(&mut answer)).await;
+    String::from_utf8_lossy(&answer).into_owned()
 }
