@@ -11,12 +11,14 @@
 //! | `memgate_gateway_search_results` | histogram | successful searches: items returned |
 //! | `memgate_gateway_ingest_units_total` | counter | completed ingests: units by status (`outcome` = `accepted` / `rejected` / `degraded`) |
 //! | `memgate_gateway_auth_checks_total` | counter | every caller check: `operation` = the method (`anonymous`, `bearer_token`, `service_account`, `oidc`, `none`), `outcome` = `accepted` / `refused`, `error_code` = the fixed reason of a refusal (e.g. `expired`, `audience`, `insufficient_scope`) |
+//! | `memgate_gateway_runtime_alive_tasks` | gauge | tokio tasks alive in the gateway's runtime, read at scrape time (no labels) |
 
 use std::time::Duration;
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::{Registry, Unit};
 
@@ -106,6 +108,7 @@ pub struct Metrics {
     results: HistogramFamily,
     units: Family<Labels, Counter>,
     auth_checks: AuthChecks,
+    alive_tasks: Gauge,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -143,7 +146,13 @@ impl Metrics {
             "Caller checks, by method and outcome (accepted or the reason of the refusal)",
             auth_checks.0.clone(),
         );
-        Metrics { registry, requests, duration, results, units, auth_checks }
+        let alive_tasks = Gauge::default();
+        registry.register(
+            "memgate_gateway_runtime_alive_tasks",
+            "Tokio tasks alive in the gateway's runtime, read at scrape time",
+            alive_tasks.clone(),
+        );
+        Metrics { registry, requests, duration, results, units, auth_checks, alive_tasks }
     }
 
     /// The handle the authenticator counts its checks with.
@@ -189,8 +198,13 @@ impl Metrics {
         }
     }
 
-    /// The OpenMetrics text exposition.
+    /// The OpenMetrics text exposition; reads the runtime's alive task count first when called
+    /// inside a tokio runtime.
     pub fn encode(&self) -> String {
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            let alive = runtime.metrics().num_alive_tasks();
+            self.alive_tasks.set(i64::try_from(alive).unwrap_or(i64::MAX));
+        }
         let mut out = String::new();
         // Writing into a String cannot fail.
         let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
@@ -218,6 +232,29 @@ mod tests {
         );
         assert!(text.contains("error_code=\"timeout\""));
         assert!(text.ends_with("# EOF\n"));
+    }
+
+    /// The gauge follows the runtime: a task spawned and still alive is counted at the next scrape.
+    #[tokio::test]
+    async fn alive_tasks_are_read_at_scrape_time() {
+        let metrics = Metrics::new();
+        let alive = |text: &str| -> i64 {
+            text.lines()
+                .find_map(|line| line.strip_prefix("memgate_gateway_runtime_alive_tasks "))
+                .and_then(|value| value.trim().parse().ok())
+                .unwrap_or(-1)
+        };
+        let before = alive(&metrics.encode());
+        assert!(before >= 0, "{}", metrics.encode());
+        let (release, wait) = tokio::sync::oneshot::channel::<()>();
+        let task = tokio::spawn(async move {
+            let _ = wait.await;
+        });
+        assert_eq!(alive(&metrics.encode()), before + 1);
+        let _ = release.send(());
+        task.await.expect("task ends");
+        assert_eq!(alive(&metrics.encode()), before);
+        assert!(metrics.encode().contains("# TYPE memgate_gateway_runtime_alive_tasks gauge"));
     }
 
     #[test]
