@@ -195,8 +195,8 @@ async fn run_case(name: &str, fault: Fault, expect: Expect) {
     );
 
     check_outcomes(&outcomes, &expect);
-    assert!(during.len() >= 20, "{} healthy searches during the load", during.len());
     assert!(during_p99 <= bound, "{name}: healthy p99 {during_p99:?} during the load, bound {bound:?}");
+    assert!(during.len() >= 20, "{} healthy searches during the load", during.len());
     assert!(
         hwm_kib <= before.process.rss_kib + MEMORY_SLACK_KIB,
         "{name}: peak RSS {hwm_kib} KiB, {} KiB before the load",
