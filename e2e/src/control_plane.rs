@@ -4,8 +4,8 @@ use std::collections::BTreeMap;
 use std::io::Write;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -37,6 +37,9 @@ const APISERVER: usize = 1;
 
 /// How many times a start is retried when a port picked as free was taken meanwhile.
 const PORT_RACE_ATTEMPTS: usize = 3;
+
+/// The API server's log file in the control plane's folder (always the current process's log).
+const APISERVER_LOG: &str = "kube-apiserver.log";
 
 /// Options for starting a [`ControlPlane`]; [`ControlPlane::start`] uses the defaults.
 #[derive(Debug, Clone)]
@@ -101,6 +104,10 @@ impl Builder {
 /// While it runs, a monitor thread writes a message with the last log lines to stderr as soon as a process exits
 /// on its own; [`ControlPlane::client`], [`ControlPlane::new_namespace`] and [`ControlPlane::check_alive`] then
 /// fail with [`Error::ProcessDied`].
+///
+/// A test of an API server outage stops kube-apiserver with [`ControlPlane::stop_apiserver`] and starts it again
+/// with [`ControlPlane::start_apiserver`] (same address, certificates, keys, flags and etcd, so every object
+/// persists); that needs a control plane of its own ([`ControlPlane::start`], not [`ControlPlane::shared`]).
 #[derive(Debug)]
 pub struct ControlPlane {
     // Field order matters for drop: processes are stopped in `Drop::drop`, the folder goes last.
@@ -112,33 +119,83 @@ pub struct ControlPlane {
     admin_token: String,
     kubeconfig: PathBuf,
     startup: Duration,
+    apiserver: Command,
+    startup_timeout: Duration,
+    restarts: AtomicUsize,
+    shared: bool,
     dir: tempfile::TempDir,
 }
 
-/// The running processes (etcd, then kube-apiserver), shared with the monitor thread.
+/// How kube-apiserver was started, to start it again the same way.
+#[derive(Debug, Clone)]
+struct Command {
+    program: PathBuf,
+    args: Vec<String>,
+}
+
+/// The processes (etcd, then kube-apiserver), shared with the monitor thread.
+///
+/// The list is behind a lock so that a restarted kube-apiserver can take its slot; `apiserver_down` (changed
+/// only while holding the write lock, read while holding a read lock) says it was stopped on purpose, so neither
+/// the monitor nor [`Processes::check`] counts its exit as a death.
 #[derive(Debug, Default)]
 struct Processes {
-    list: Vec<Managed>,
+    list: RwLock<Vec<Managed>>,
+    apiserver_down: AtomicBool,
     stopping: AtomicBool,
     died: OnceLock<Error>,
 }
 
 impl Processes {
-    fn all(&self) -> impl Iterator<Item = &Managed> {
-        self.list.iter()
+    fn read(&self) -> RwLockReadGuard<'_, Vec<Managed>> {
+        self.list.read().unwrap_or_else(PoisonError::into_inner)
     }
 
+    fn write(&self) -> RwLockWriteGuard<'_, Vec<Managed>> {
+        self.list.write().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Registers a process while launching (before the list is shared).
+    fn push(&mut self, process: Managed) {
+        self.list.get_mut().unwrap_or_else(PoisonError::into_inner).push(process);
+    }
+
+    /// A death already reported by the monitor, or else the first process that has exited on its own.
     fn check(&self, phase: &'static str) -> Result<(), Error> {
         if let Some(died) = self.died.get() {
             return Err(died.clone());
         }
-        self.all().try_for_each(|p| p.check_running(phase))
+        self.exited(phase)
+    }
+
+    /// `Err(ProcessDied)` for the first process that has exited, not counting an API server stopped on purpose.
+    fn exited(&self, phase: &'static str) -> Result<(), Error> {
+        let list = self.read();
+        let down = self.apiserver_down.load(Ordering::SeqCst);
+        list.iter()
+            .enumerate()
+            .filter(|(i, _)| !(down && *i == APISERVER))
+            .try_for_each(|(_, p)| p.check_running(phase))
+    }
+
+    /// `Err(ProcessDied)` when process `index` has exited, whether or not it counts as stopped on purpose.
+    fn exited_one(&self, index: usize, phase: &'static str) -> Result<(), Error> {
+        self.read().get(index).map_or(Ok(()), |p| p.check_running(phase))
+    }
+
+    fn pids(&self) -> Vec<u32> {
+        self.read().iter().map(Managed::pid).collect()
+    }
+
+    /// Name and log file of process `index`, for a readiness timeout.
+    fn blame(&self, index: usize) -> (&'static str, PathBuf) {
+        self.read().get(index).map_or(("control plane", PathBuf::new()), |p| (p.name(), p.log().to_path_buf()))
     }
 
     fn stop(&self) {
         self.stopping.store(true, Ordering::SeqCst);
         // The API server first, so it does not log a storm of etcd connection errors.
-        for process in self.list.iter().rev() {
+        for process in self.read().iter().rev() {
             process.kill();
         }
     }
@@ -151,6 +208,7 @@ struct Launched {
     admin_token: String,
     kubeconfig: PathBuf,
     etcd_ready: Duration,
+    apiserver: Command,
 }
 
 impl ControlPlane {
@@ -169,7 +227,12 @@ impl ControlPlane {
     /// when the test process exits. A failed start is remembered and returned to every later caller.
     pub async fn shared() -> Result<&'static Self, Error> {
         static SHARED: tokio::sync::OnceCell<Result<ControlPlane, Error>> = tokio::sync::OnceCell::const_new();
-        SHARED.get_or_init(Self::start).await.as_ref().map_err(Clone::clone)
+        let start = || async {
+            let mut control_plane = Self::start().await?;
+            control_plane.shared = true;
+            Ok(control_plane)
+        };
+        SHARED.get_or_init(start).await.as_ref().map_err(Clone::clone)
     }
 
     async fn start_once(binaries: &Binaries, options: &Builder) -> Result<Self, Error> {
@@ -208,6 +271,10 @@ impl ControlPlane {
             admin_token: launched.admin_token,
             kubeconfig: launched.kubeconfig,
             startup,
+            apiserver: launched.apiserver,
+            startup_timeout: options.startup_timeout,
+            restarts: AtomicUsize::new(0),
+            shared: false,
             dir,
         })
     }
@@ -257,14 +324,128 @@ impl ControlPlane {
         self.startup
     }
 
-    /// The process ids of etcd and kube-apiserver.
+    /// The process ids of etcd and kube-apiserver (the latest kube-apiserver after a restart).
     pub fn pids(&self) -> Vec<u32> {
-        self.processes.all().map(Managed::pid).collect()
+        self.processes.pids()
     }
 
     /// `Err(ProcessDied)` naming the process and showing its last log lines if etcd or kube-apiserver has exited.
+    /// An API server stopped with [`ControlPlane::stop_apiserver`] does not count.
     pub fn check_alive(&self) -> Result<(), Error> {
         self.processes.check("while tests were running")
+    }
+
+    /// Whether kube-apiserver is stopped on purpose ([`ControlPlane::stop_apiserver`]) and not started again yet.
+    pub fn apiserver_stopped(&self) -> bool {
+        self.processes.apiserver_down.load(Ordering::SeqCst)
+    }
+
+    /// Kills kube-apiserver (SIGKILL, as a crash or a lost node would) and waits until it has exited; etcd keeps
+    /// running, so every object persists. Clients keep their configuration; their calls fail to connect until
+    /// [`ControlPlane::start_apiserver`]. Doing nothing when it is already stopped.
+    ///
+    /// Fails with [`Error::SharedControlPlane`] on [`ControlPlane::shared`] (other tests use it) and with
+    /// [`Error::ProcessDied`] if a process had already exited on its own.
+    pub async fn stop_apiserver(&self) -> Result<(), Error> {
+        self.ensure_dedicated("stop")?;
+        self.check_alive()?;
+        let list = self.processes.write();
+        if !self.processes.apiserver_down.swap(true, Ordering::SeqCst)
+            && let Some(apiserver) = list.get(APISERVER)
+        {
+            apiserver.kill();
+            eprintln!("memgate-e2e: kube-apiserver (pid {}) stopped at {}", apiserver.pid(), self.base_url);
+        }
+        drop(list);
+        self.rearm_watchdog(&[ETCD])
+    }
+
+    /// Starts kube-apiserver again after [`ControlPlane::stop_apiserver`], on the same address with the same
+    /// flags, certificates, keys and etcd, and waits (up to the startup timeout) until `/readyz` answers and
+    /// namespace `default` exists. The previous process's log is kept as `kube-apiserver.before-restart-<n>.log`.
+    /// Doing nothing when it runs.
+    ///
+    /// When the port was taken meanwhile the start is retried; if the new process does not become ready it is
+    /// killed, the API server stays stopped and the error names why ([`Error::ProcessDied`],
+    /// [`Error::NotReady`]). Fails with [`Error::SharedControlPlane`] on [`ControlPlane::shared`].
+    pub async fn start_apiserver(&self) -> Result<(), Error> {
+        self.ensure_dedicated("start")?;
+        self.check_alive()?;
+        if !self.apiserver_stopped() {
+            return Ok(());
+        }
+        let started = Instant::now();
+        let mut attempt = 1;
+        loop {
+            match self.restart_once().await {
+                Err(Error::ProcessDied { ref tail, .. })
+                    if attempt < PORT_RACE_ATTEMPTS && tail.contains("address already in use") =>
+                {
+                    attempt += 1;
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                }
+                Err(e) => return Err(e),
+                Ok(()) => break,
+            }
+        }
+        eprintln!(
+            "memgate-e2e: kube-apiserver (pid {}) ready again at {} in {:.1} s",
+            self.pids().get(APISERVER).copied().unwrap_or_default(),
+            self.base_url,
+            started.elapsed().as_secs_f64()
+        );
+        Ok(())
+    }
+
+    /// Replaces the watchdog with one guarding only the processes `running`, so it never kills a pid the system
+    /// may have handed to another process since one of ours exited.
+    fn rearm_watchdog(&self, running: &[usize]) -> Result<(), Error> {
+        let mut fresh = Watchdog::start(self.dir.path())?;
+        let pids = self.processes.pids();
+        for pid in running.iter().filter_map(|i| pids.get(*i)) {
+            if let Err(e) = fresh.guard(*pid) {
+                fresh.disarm();
+                return Err(e);
+            }
+        }
+        let mut watchdog = self.watchdog.lock().unwrap_or_else(PoisonError::into_inner);
+        std::mem::replace(&mut *watchdog, fresh).disarm();
+        Ok(())
+    }
+
+    fn ensure_dedicated(&self, action: &'static str) -> Result<(), Error> {
+        if self.shared { Err(Error::SharedControlPlane { action }) } else { Ok(()) }
+    }
+
+    /// One start of kube-apiserver into its slot; it counts as running only once ready.
+    async fn restart_once(&self) -> Result<(), Error> {
+        let restart = self.restarts.fetch_add(1, Ordering::SeqCst) + 1;
+        let log = self.dir.path().join(APISERVER_LOG);
+        let kept = self.dir.path().join(format!("kube-apiserver.before-restart-{restart}.log"));
+        std::fs::rename(&log, &kept)
+            .map_err(|e| Error::io(format!("keeping {} as {}", log.display(), kept.display()), e))?;
+        let apiserver = Managed::spawn("kube-apiserver", &self.apiserver.program, &self.apiserver.args, log)?;
+        if let Some(slot) = self.processes.write().get_mut(APISERVER) {
+            *slot = apiserver;
+        }
+        self.rearm_watchdog(&[ETCD, APISERVER])?;
+        let alive = || {
+            self.processes.check("while kube-apiserver was restarting")?;
+            self.processes.exited_one(APISERVER, "during restart")
+        };
+        let ready = wait_serving(&self.config, &self.processes, alive, self.startup_timeout).await;
+        let list = self.processes.write();
+        match ready {
+            Ok(()) => self.processes.apiserver_down.store(false, Ordering::SeqCst),
+            Err(_) => {
+                if let Some(apiserver) = list.get(APISERVER) {
+                    apiserver.kill();
+                }
+                drop(list);
+                self.rearm_watchdog(&[ETCD])?;
+            }
+        }
+        ready
     }
 
     /// Creates a fresh namespace named `<prefix>-<random suffix>` (so `prefix` must be a lowercase DNS label,
@@ -332,7 +513,7 @@ async fn launch(
     ];
     let etcd = Managed::spawn("etcd", &binaries.etcd(), &etcd_args, root.join("etcd.log"))?;
     let etcd_pid = etcd.pid();
-    processes.list.push(etcd);
+    processes.push(etcd);
     watchdog.guard(etcd_pid)?;
 
     // The admin identity and the service account key are made while etcd starts.
@@ -342,7 +523,8 @@ async fn launch(
     let sa_key = root.join("service-account.key");
     pki::rsa_private_key(&sa_key).await?;
 
-    wait_for(processes, ETCD, options.startup_timeout, "GET /health", || etcd_healthy(etcd_port)).await?;
+    let alive = || processes.check("during startup");
+    wait_for(processes, ETCD, alive, options.startup_timeout, "GET /health", || etcd_healthy(etcd_port)).await?;
     let etcd_ready = started.elapsed();
 
     let base_url = format!("https://127.0.0.1:{apiserver_port}");
@@ -362,15 +544,15 @@ async fn launch(
         "--allow-privileged=true".to_owned(),
     ];
     apiserver_args.extend(options.apiserver_args.iter().cloned());
-    let apiserver =
-        Managed::spawn("kube-apiserver", &binaries.kube_apiserver(), &apiserver_args, root.join("kube-apiserver.log"))?;
+    let command = Command { program: binaries.kube_apiserver(), args: apiserver_args };
+    let apiserver = Managed::spawn("kube-apiserver", &command.program, &command.args, root.join(APISERVER_LOG))?;
     let apiserver_pid = apiserver.pid();
-    processes.list.push(apiserver);
+    processes.push(apiserver);
     watchdog.guard(apiserver_pid)?;
 
     let (config, kubeconfig) =
         connect(root, &base_url, &admin_token, &cert_dir, processes, options.startup_timeout).await?;
-    Ok(Launched { config, base_url, admin_token, kubeconfig, etcd_ready })
+    Ok(Launched { config, base_url, admin_token, kubeconfig, etcd_ready, apiserver: command })
 }
 
 /// Picks distinct free loopback ports (they could be taken again before use; [`Builder::start`] retries then).
@@ -390,11 +572,12 @@ fn write(path: &Path, contents: &str) -> Result<(), Error> {
     std::fs::write(path, contents).map_err(|e| Error::io(format!("writing {}", path.display()), e))
 }
 
-/// Polls `ready` until it answers true, failing early when any process exits and at the deadline, when the
-/// error names `processes.list[waiting]`.
+/// Polls `ready` until it answers true, failing early when `alive` fails (a process exited) and at the deadline,
+/// when the error names process `waiting`.
 async fn wait_for<F, Fut>(
     processes: &Processes,
     waiting: usize,
+    alive: impl Fn() -> Result<(), Error>,
     timeout: Duration,
     condition: &str,
     mut ready: F,
@@ -405,15 +588,12 @@ where
 {
     let started = Instant::now();
     loop {
-        processes.check("during startup")?;
+        alive()?;
         if ready().await {
             return Ok(());
         }
         if started.elapsed() > timeout {
-            let (process, log) = processes
-                .list
-                .get(waiting)
-                .map_or(("control plane", PathBuf::new()), |p| (p.name(), p.log().to_path_buf()));
+            let (process, log) = processes.blame(waiting);
             return Err(Error::NotReady {
                 process,
                 condition: condition.to_owned(),
@@ -451,7 +631,8 @@ async fn connect(
     let started = Instant::now();
     // kube-apiserver writes a self-signed serving certificate followed by its CA to <cert-dir>/apiserver.crt.
     let serving_cert = cert_dir.join("apiserver.crt");
-    wait_for(processes, APISERVER, timeout, "serving certificate written", || async {
+    let alive = || processes.check("during startup");
+    wait_for(processes, APISERVER, alive, timeout, "serving certificate written", || async {
         pki::ca_of_bundle(&serving_cert).is_some()
     })
     .await?;
@@ -471,10 +652,22 @@ async fn connect(
     )
     .await
     .map_err(|e| Error::Kubeconfig { path: kubeconfig.clone(), message: e.to_string() })?;
-    let client = Client::try_from(config.clone()).map_err(|e| Error::kube("building a client", e))?;
-
     let remaining = timeout.saturating_sub(started.elapsed());
-    wait_for(processes, APISERVER, remaining, "GET /readyz", || async {
+    wait_serving(&config, processes, || processes.check("during startup"), remaining).await?;
+    Ok((config, kubeconfig))
+}
+
+/// Waits until the API server's `/readyz` answers `ok` and namespace `default` exists, failing early when `alive`
+/// fails.
+async fn wait_serving(
+    config: &Config,
+    processes: &Processes,
+    alive: impl Fn() -> Result<(), Error>,
+    timeout: Duration,
+) -> Result<(), Error> {
+    let started = Instant::now();
+    let client = Client::try_from(config.clone()).map_err(|e| Error::kube("building a client", e))?;
+    wait_for(processes, APISERVER, &alive, timeout, "GET /readyz", || async {
         let request = http::Request::get("/readyz").body(Vec::new());
         match request {
             Ok(request) => client.request_text(request).await.is_ok_and(|body| body.trim() == "ok"),
@@ -484,11 +677,10 @@ async fn connect(
     .await?;
     let namespaces: Api<Namespace> = Api::all(client.clone());
     let remaining = timeout.saturating_sub(started.elapsed());
-    wait_for(processes, APISERVER, remaining, "namespace default exists", || async {
+    wait_for(processes, APISERVER, &alive, remaining, "namespace default exists", || async {
         namespaces.get_opt("default").await.is_ok_and(|ns| ns.is_some())
     })
-    .await?;
-    Ok((config, kubeconfig))
+    .await
 }
 
 /// A kubeconfig with one cluster, one token user and one context, all named `memgate-e2e`.
@@ -518,7 +710,7 @@ fn spawn_monitor(processes: Arc<Processes>) -> JoinHandle<()> {
         .name("memgate-e2e-monitor".to_owned())
         .spawn(move || {
             while !processes.stopping.load(Ordering::SeqCst) {
-                if let Err(died) = processes.all().try_for_each(|p| p.check_running("while tests were running")) {
+                if let Err(died) = processes.exited("while tests were running") {
                     if !processes.stopping.load(Ordering::SeqCst) {
                         let _ = writeln!(std::io::stderr(), "memgate-e2e: {died}");
                         let _ = processes.died.set(died);

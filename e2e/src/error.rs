@@ -122,6 +122,16 @@ pub enum Error {
         message: String,
     },
 
+    /// The API server of the shared control plane cannot be stopped or started: other tests use it.
+    #[error(
+        "cannot {action} the API server of ControlPlane::shared(): other tests use it; give the test a control \
+         plane of its own (ControlPlane::start())"
+    )]
+    SharedControlPlane {
+        /// `stop` or `start`.
+        action: &'static str,
+    },
+
     /// A Kubernetes API call made by this crate failed.
     #[error("{action}: {source}")]
     Kube {
