@@ -38,6 +38,11 @@ if [[ "${MEMGATE_FUZZ:-1}" != 0 ]]; then
   )
 fi
 
+# The benchmark command (bench/run.sh) also needs the load generator.
+if [[ "${MEMGATE_PROVISION_BENCH:-0}" == 1 ]]; then
+  NEEDS+=("apt:wrk:command -v wrk")                             # HTTP load generator of bench/run.sh
+fi
+
 log() { printf 'provision: %s\n' "$*" >&2; }
 
 # Debian packages: one apt-get run for everything missing.

@@ -1,0 +1,161 @@
+//! The gateway under test: the release binary (the image's, from `MEMGATE_RELEASE_DIR` when set)
+//! serving a config folder of N providers, and what `/proc` says about its memory and CPU.
+
+use std::net::{SocketAddr, TcpListener};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail, ensure};
+
+/// The upstream credential of the benchmark's config (the fixed-answer upstream ignores it).
+const UPSTREAM_KEY: &str = "bench-upstream-key";
+
+/// The gateway binary: `$MEMGATE_RELEASE_DIR/memgate-gateway`, else the one cargo built.
+pub fn binary() -> PathBuf {
+    match std::env::var_os("MEMGATE_RELEASE_DIR") {
+        Some(dir) => PathBuf::from(dir).join("memgate-gateway"),
+        None => PathBuf::from(env!("CARGO_BIN_EXE_memgate-gateway")),
+    }
+}
+
+/// The name of provider `n` of a config (`bench` is the first).
+pub fn provider_name(n: usize) -> String {
+    if n == 0 { "bench".to_string() } else { format!("bench-{n:04}") }
+}
+
+/// A config of `providers` anonymous providers of the mem0 OSS dialect, all pointing at `upstream`.
+pub fn config_yaml(providers: usize, upstream: SocketAddr) -> String {
+    let mut yaml = format!(
+        "apiVersion: v1\nkind: Secret\nmetadata: {{name: upstream, namespace: bench}}\nstringData: {{api-key: {UPSTREAM_KEY}}}\n"
+    );
+    for n in 0..providers {
+        yaml.push_str(&format!(
+            "---\napiVersion: memgate.io/v1alpha1\nkind: MemoryProvider\nmetadata: {{name: {name}, namespace: bench}}\nspec:\n  \
+             dialect: {{builtin: mem0-oss-rest-2026-08}}\n  endpoint: {{origin: \"http://{upstream}\", allowInsecureHttp: true}}\n  \
+             credentials: {{secretRef: {{name: upstream, key: api-key}}}}\n  scope: {{userId: bench, agentId: bench}}\n  \
+             timeoutMs: 5000\n  mcp: {{enabled: true}}\n  nexent: {{search: true}}\n  access: {{anonymous: true}}\n",
+            name = provider_name(n),
+        ));
+    }
+    yaml
+}
+
+/// A running gateway; killed when dropped.
+pub struct Gateway {
+    child: Child,
+    pub base: String,
+}
+
+impl Gateway {
+    /// Start the gateway on `config` (a folder) and wait until `/readyz` reports `providers`.
+    pub fn start(config: &Path, providers: usize, log: &Path) -> Result<Gateway> {
+        let port = free_port()?;
+        let child = Command::new(binary())
+            .args(["serve", "--config"])
+            .arg(config)
+            .args(["--listen", &format!("127.0.0.1:{port}")])
+            .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
+            .env_remove("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(log)?)
+            .spawn()
+            .with_context(|| format!("starting {}", binary().display()))?;
+        let mut gateway = Gateway { child, base: format!("http://127.0.0.1:{port}") };
+        gateway.wait_ready(providers, log)?;
+        Ok(gateway)
+    }
+
+    fn wait_ready(&mut self, providers: usize, log: &Path) -> Result<()> {
+        let started = Instant::now();
+        let wanted = format!("\"providers\":{providers},");
+        loop {
+            if let Some(status) = self.child.try_wait()? {
+                bail!("the gateway exited ({status}):\n{}", std::fs::read_to_string(log).unwrap_or_default());
+            }
+            if let Ok(body) = http_get(&self.base, "/readyz")
+                && body.replace(' ', "").contains(&wanted)
+            {
+                return Ok(());
+            }
+            ensure!(started.elapsed() < Duration::from_secs(60), "the gateway never served {providers} providers");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// The process id, for `/proc`.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+}
+
+impl Drop for Gateway {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn free_port() -> Result<u16> {
+    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+}
+
+/// A plain HTTP/1.1 GET (readiness only): the body of a 200.
+fn http_get(base: &str, path: &str) -> Result<String> {
+    let (status, body) = exchange("GET", &format!("{base}{path}"), &[], "")?;
+    ensure!(status == 200, "{path}: {status}");
+    Ok(body)
+}
+
+/// One HTTP/1.1 POST on its own connection (the checks before each load): status and body.
+pub fn http_post(url: &str, headers: &[(&str, &str)], body: &str) -> Result<(u16, String)> {
+    exchange("POST", url, headers, body)
+}
+
+fn exchange(method: &str, url: &str, headers: &[(&str, &str)], body: &str) -> Result<(u16, String)> {
+    use std::io::{Read, Write};
+    let rest = url.strip_prefix("http://").context("an http URL")?;
+    let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+    let mut stream = std::net::TcpStream::connect(authority)?;
+    stream.set_read_timeout(Some(Duration::from_secs(10)))?;
+    let mut head = format!("{method} {path} HTTP/1.1\r\nHost: {authority}\r\nConnection: close\r\n");
+    head.push_str(&format!("Content-Type: application/json\r\nContent-Length: {}\r\n", body.len()));
+    for (name, value) in headers {
+        head.push_str(&format!("{name}: {value}\r\n"));
+    }
+    write!(stream, "{head}\r\n{body}")?;
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer)?;
+    let status = answer.get(9..12).and_then(|s| s.parse().ok()).context("a status line")?;
+    Ok((status, answer.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default()))
+}
+
+/// Resident and peak resident memory of a process, in bytes (`VmRSS`, `VmHWM`).
+pub fn memory(pid: u32) -> Result<(u64, u64)> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
+    let field = |name: &str| -> Result<u64> {
+        let line = status.lines().find(|l| l.starts_with(name)).with_context(|| format!("{name} in status"))?;
+        let kib: u64 = line.split_whitespace().nth(1).context("a value")?.parse()?;
+        Ok(kib * 1024)
+    };
+    Ok((field("VmRSS:")?, field("VmHWM:")?))
+}
+
+/// CPU time the process has used (user + system).
+pub fn cpu_time(pid: u32, ticks_per_second: u64) -> Result<Duration> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
+    // Fields after the command name (which may hold spaces) start at the state: utime and stime
+    // are fields 14 and 15 of the whole line, so 12 and 13 of the rest.
+    let rest = stat.rsplit_once(')').context("stat line")?.1;
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: u64 =
+        fields.get(11).context("utime")?.parse::<u64>()? + fields.get(12).context("stime")?.parse::<u64>()?;
+    Ok(Duration::from_secs_f64(ticks as f64 / ticks_per_second as f64))
+}
+
+/// The kernel's clock ticks per second (`getconf CLK_TCK`).
+pub fn ticks_per_second() -> Result<u64> {
+    let output = Command::new("getconf").arg("CLK_TCK").output().context("getconf CLK_TCK")?;
+    Ok(String::from_utf8(output.stdout)?.trim().parse()?)
+}
