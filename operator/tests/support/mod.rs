@@ -490,3 +490,26 @@ pub async fn start_operator_with_env(
     let operator = Operator::start_with_env(&kubeconfig, dir.path().join("operator.log"), &args, env).await?;
     Ok(Running { operator, dir })
 }
+
+/// A control plane of the calling test's own (for tests that stop its API server), with the memgate
+/// CRDs installed.
+pub async fn dedicated_control_plane() -> Result<(ControlPlane, Client)> {
+    let cp = ControlPlane::start().await?;
+    let client = cp.client()?;
+    install_crds(&client).await?;
+    Ok((cp, client))
+}
+
+/// The leader Lease `name` in `namespace`: `(holder, renewTime)`, `None` while absent.
+pub async fn lease(
+    client: &Client,
+    namespace: &str,
+    name: &str,
+) -> Result<Option<(Option<String>, Option<std::time::SystemTime>)>> {
+    use k8s_openapi::api::coordination::v1::Lease;
+    let Some(lease) = Api::<Lease>::namespaced(client.clone(), namespace).get_opt(name).await? else {
+        return Ok(None);
+    };
+    let spec = lease.spec.unwrap_or_default();
+    Ok(Some((spec.holder_identity, spec.renew_time.map(|t| std::time::SystemTime::from(t.0)))))
+}
