@@ -1,0 +1,134 @@
+//! The operator process under measurement: started as its ServiceAccount with production lease
+//! timings (support's `Operator` shortens them and hides the pid), its memory and CPU read from
+//! `/proc/<pid>`.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use tokio::process::{Child, Command};
+
+use crate::support;
+
+/// Clock ticks per second in `/proc/<pid>/stat` (`USER_HZ`, 100 on every Linux ABI).
+const TICKS_PER_SECOND: f64 = 100.0;
+
+/// A running `memgate-operator run`.
+pub struct Operator {
+    child: Child,
+    pid: u32,
+    log: PathBuf,
+    /// `host:port` of `/metrics` and `/readyz`.
+    pub address: String,
+}
+
+/// Memory of a process, in KiB, from `/proc/<pid>/status`.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Memory {
+    /// Resident now (`VmRSS`).
+    pub rss_kib: u64,
+    /// Peak resident so far (`VmHWM`).
+    pub peak_kib: u64,
+}
+
+impl Operator {
+    /// Start the operator with `KUBECONFIG=kubeconfig` and `args` after `run`; wait until it listens.
+    pub async fn start(kubeconfig: &Path, log: PathBuf, args: &[String]) -> Result<Operator> {
+        let file = std::fs::File::create(&log).with_context(|| format!("creating {}", log.display()))?;
+        let child = Command::new(env!("CARGO_BIN_EXE_memgate-operator"))
+            .arg("run")
+            .args(["--listen", "127.0.0.1:0"])
+            .args(args)
+            .env("KUBECONFIG", kubeconfig)
+            .env("RUST_LOG", "info")
+            .env_remove("POD_NAMESPACE")
+            .env_remove("POD_NAME")
+            .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
+            .env_remove("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(file)
+            .kill_on_drop(true)
+            .spawn()
+            .context("starting memgate-operator")?;
+        let pid = child.id().context("the operator's pid")?;
+        let mut operator = Operator { child, pid, log, address: String::new() };
+        operator.address = operator.wait_listening().await?;
+        Ok(operator)
+    }
+
+    async fn wait_listening(&mut self) -> Result<String> {
+        let started = Instant::now();
+        loop {
+            if let Some(address) = support::listening_address(&self.log) {
+                return Ok(address);
+            }
+            self.check_running()?;
+            if started.elapsed() > support::PATIENCE {
+                bail!("memgate-operator never logged its address; log {}", self.log.display());
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// Fail when the process has exited.
+    pub fn check_running(&mut self) -> Result<()> {
+        match self.child.try_wait()? {
+            None => Ok(()),
+            Some(status) => bail!("memgate-operator exited ({status}); log {}", self.log.display()),
+        }
+    }
+
+    /// Wait until `/readyz` answers 200 (every watch listed) and the process leads.
+    pub async fn wait_leading(&mut self, patience: Duration) -> Result<()> {
+        let started = Instant::now();
+        loop {
+            self.check_running()?;
+            let ready = support::http_get(&self.address, "/readyz").await.is_ok_and(|b| b.trim() == "ok");
+            if ready && self.metric("memgate_operator_leader").await? == 1.0 {
+                return Ok(());
+            }
+            if started.elapsed() > patience {
+                bail!("memgate-operator neither synced nor led within {patience:?}; log {}", self.log.display());
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// The `/metrics` text.
+    pub async fn metrics(&self) -> Result<String> {
+        support::http_get(&self.address, "/metrics").await
+    }
+
+    /// One series of `/metrics` (0 when absent).
+    pub async fn metric(&self, series: &str) -> Result<f64> {
+        Ok(support::metric_value(&self.metrics().await?, series))
+    }
+
+    /// `VmRSS` and `VmHWM` now.
+    pub fn memory(&self) -> Result<Memory> {
+        let path = format!("/proc/{}/status", self.pid);
+        let text = std::fs::read_to_string(&path).with_context(|| format!("reading {path}"))?;
+        let field = |name: &str| -> Result<u64> {
+            let line = text.lines().find_map(|l| l.strip_prefix(name)).with_context(|| format!("{name} in {path}"))?;
+            let kib = line.trim().trim_end_matches("kB").trim();
+            kib.parse().with_context(|| format!("{name} {kib:?}"))
+        };
+        Ok(Memory { rss_kib: field("VmRSS:")?, peak_kib: field("VmHWM:")? })
+    }
+
+    /// CPU seconds used so far (user + system).
+    pub fn cpu_seconds(&self) -> Result<f64> {
+        let path = format!("/proc/{}/stat", self.pid);
+        let text = std::fs::read_to_string(&path).with_context(|| format!("reading {path}"))?;
+        // Fields after the parenthesised command name, which may itself hold spaces.
+        let rest = text.rsplit_once(')').map(|(_, rest)| rest).with_context(|| format!("parsing {path}"))?;
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        // utime and stime are fields 14 and 15 of the line: 11 and 12 after the name (state, field 3, is 0).
+        let ticks = |i: usize| -> Result<f64> {
+            fields.get(i).and_then(|f| f.parse::<f64>().ok()).with_context(|| format!("field {i} of {path}"))
+        };
+        Ok((ticks(11)? + ticks(12)?) / TICKS_PER_SECOND)
+    }
+}
