@@ -174,3 +174,99 @@ async fn the_operator_rides_out_an_api_server_outage_and_converges_after_the_res
     running.operator.kill().await?;
     Ok(())
 }
+
+/// Whether `operator` runs and reports holding the Lease.
+async fn leading(operator: &mut Operator) -> bool {
+    if !operator.running() {
+        return false;
+    }
+    operator.get("/metrics").await.is_ok_and(|text| metric_value(&text, "memgate_operator_leader") == 1.0)
+}
+
+/// With a standby beside the leader, the election settles again after the outage: one running process leads
+/// (the Lease names it) and reconciles; a process that lost the Lease exited as designed (a kubelet restarts it
+/// as a standby) rather than keep reconciling. How long both reported leading at once is measured.
+#[tokio::test]
+async fn leader_and_standby_settle_on_one_leader_after_an_api_server_outage() -> Result<()> {
+    let (cp, admin) = dedicated_control_plane().await?;
+    let home = cp.new_namespace("op-outage-pair").await?;
+    let ns = cp.new_namespace("outage-pair").await?;
+    let first = start_operator(&cp, &admin, &home, &[&ns], &["--identity", "first"]).await?;
+    let second = start_operator(&cp, &admin, &home, &[&ns], &["--identity", "second"]).await?;
+    let mut operators = [first, second];
+    apply(&admin, secret(&ns, "mem0-api", &[("api-key", "pair-key")])).await?;
+    apply(&admin, provider(&ns, "before", "mem0-api", json!({}))).await?;
+    wait_condition(&admin, &ns, "before", "ResolvedRefs", "True", "ResolvedRefs").await?;
+    let elected = Instant::now();
+    let leader_before = loop {
+        let (a, b) = (leading(&mut operators[0].operator).await, leading(&mut operators[1].operator).await);
+        if a != b {
+            break if a { "first" } else { "second" };
+        }
+        ensure!(elected.elapsed() < PATIENCE, "no single leader before the outage");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+
+    cp.stop_apiserver().await?;
+    tokio::time::sleep(OUTAGE).await;
+    for running in &mut operators {
+        ensure!(running.operator.running(), "an operator exited during the outage:\n{}", running.operator.log_text());
+    }
+    cp.start_apiserver().await?;
+    let restarted = Instant::now();
+    apply(&admin, provider(&ns, "after", "mem0-api", json!({}))).await?;
+
+    // Sample until one running leader is named by the Lease and has reconciled the change made after the restart.
+    let (mut overlap, mut both_since): (Duration, Option<Instant>) = (Duration::ZERO, None);
+    let leader_after = loop {
+        ensure!(restarted.elapsed() < PATIENCE, "no single leader reconciled within {PATIENCE:?}");
+        let (a, b) = (leading(&mut operators[0].operator).await, leading(&mut operators[1].operator).await);
+        match (a && b, both_since) {
+            (true, None) => both_since = Some(Instant::now()),
+            (false, Some(since)) => (overlap, both_since) = (overlap + since.elapsed(), None),
+            _ => {}
+        }
+        let holder = lease(&admin, &home, "memgate-operator").await.ok().flatten().and_then(|(h, _)| h);
+        let reconciled = get(&admin, "MemoryProvider", Some(&ns), "after")
+            .await
+            .ok()
+            .flatten()
+            .and_then(|p| condition(&p, "ResolvedRefs"))
+            .is_some_and(|c| c.0 == "True");
+        let single = match (a, b) {
+            (true, false) => Some("first"),
+            (false, true) => Some("second"),
+            _ => None,
+        };
+        if let Some(name) = single.filter(|name| reconciled && holder.as_deref() == Some(*name)) {
+            break name;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    };
+    let settled = restarted.elapsed();
+
+    // Whoever does not lead now either stands by or exited because it lost the Lease, nothing else.
+    for (index, name) in ["first", "second"].into_iter().enumerate() {
+        let operator = &mut operators[index].operator;
+        let log = operator.log_text();
+        if name != leader_after && !operator.running() {
+            ensure!(log.contains("lost the leader Lease"), "{name} exited for another reason:\n{log}");
+        }
+        if name == leader_after {
+            ensure!(operator.running(), "the leader runs");
+        }
+    }
+    eprintln!(
+        "measured: leader {leader_before} before a {:.0} s outage, {leader_after} after; one leader with the \
+         change reconciled {:.1} s after the restart; both reported leading at once for {:.1} s",
+        OUTAGE.as_secs_f64(),
+        settled.as_secs_f64(),
+        overlap.as_secs_f64(),
+    );
+    for running in &mut operators {
+        if running.operator.running() {
+            running.operator.kill().await?;
+        }
+    }
+    Ok(())
+}
