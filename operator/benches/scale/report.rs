@@ -202,7 +202,7 @@ fn summary_rows(sizes: &Sizes, o: &Outcome) -> Vec<Vec<String>> {
             "-",
         ),
         row("first simulated rollout -> all Ready=True", format!("{:.1} s", o.seconds("rollout", "settle")), "<= 30 s"),
-        row("  rollouts simulated again (namespace not Ready in 5 s)", o.resimulated.to_string(), "0"),
+        row("  rollouts simulated again (Deployment changed after its rollout)", o.resimulated.to_string(), "0"),
         row("operator requests at startup (list, watch, Lease)", o.tally(&["startup"]).total().to_string(), "-"),
         row("operator requests, create + rollout", busy.total().to_string(), "-"),
         row("  per provider", format!("{:.2}", per(busy.total(), n)), "<= 10, flat in N"),
@@ -227,7 +227,7 @@ fn summary_rows(sizes: &Sizes, o: &Outcome) -> Vec<Vec<String>> {
         row(
             &format!("quiet {quiet_seconds} s: reads, Lease excluded"),
             format!("{} ({} Secret GETs)", quiet.reads_except("leases"), quiet.resource_verb("secrets", "get")),
-            &format!("<= {} (a GET per Secret per resync, {resyncs} resyncs)", n as u64 * resyncs),
+            &format!("<= {} (a GET per Secret per resync, {resyncs} resync(s))", n as u64 * resyncs),
         ),
         row("operator peak RSS (VmHWM)", mib(peak), "<= 256 MiB"),
         row("operator RSS at rest (VmRSS after the quiet window)", mib(o.memory_at_rest.rss_kib), "<= 128 MiB"),
@@ -310,11 +310,10 @@ fn resource_rows(o: &Outcome) -> Vec<Vec<String>> {
     for mark in &o.marks {
         let tally = o.tally(&[mark.phase]);
         let resources: std::collections::BTreeSet<&String> = tally.resources.keys().map(|(r, _)| r).collect();
+        let phase = if mark.phase == "end" { "after end" } else { mark.phase };
         for resource in resources {
-            let mut row = vec![
-                mark.phase.to_string(),
-                if resource.is_empty() { "(non-resource)".into() } else { resource.clone() },
-            ];
+            let mut row =
+                vec![phase.to_string(), if resource.is_empty() { "(non-resource)".into() } else { resource.clone() }];
             row.extend(audit::VERBS.iter().filter(|v| **v != "deletecollection").map(|v| {
                 tally.resources.get(&(resource.clone(), (*v).to_string())).copied().unwrap_or_default().to_string()
             }));
