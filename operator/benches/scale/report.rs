@@ -250,6 +250,7 @@ fn summary_rows(sizes: &Sizes, o: &Outcome) -> Vec<Vec<String>> {
             ),
             "-",
         ),
+        row("audit log lines that could not be read (counts are exact at 0)", o.log.unreadable.to_string(), "0"),
         row("failed operator requests (status >= 400) after startup", failed_after_startup.to_string(), "0"),
         row(
             "writes: operator's counter / audit log (Lease, Events excluded)",
