@@ -117,11 +117,14 @@ enum Fit {
 
 /// Append `candidate` to `kept`, shrinking it as the profile prescribes, or report no room.
 fn fit(kept: &mut Vec<ProfileItem>, mut candidate: ProfileItem) -> Fit {
-    kept.push(candidate.clone());
-    if fits(kept) {
+    // The text with `candidate` appended is the text of `kept` plus a comma (when `kept` is not
+    // empty) plus the candidate's own text: measure `kept` once, then only the candidate.
+    let room = MAX_TEXT_UTF16_UNITS.saturating_sub(text_utf16_len(kept) + usize::from(!kept.is_empty()));
+    let fits_alone = |item: &ProfileItem| item_utf16_len(item) <= room;
+    if fits_alone(&candidate) {
+        kept.push(candidate);
         return Fit::Added;
     }
-    kept.pop();
 
     let drops: [fn(&mut ProfileItem) -> bool; 4] = [
         |item| item.score.take().is_some(),
@@ -130,31 +133,24 @@ fn fit(kept: &mut Vec<ProfileItem>, mut candidate: ProfileItem) -> Fit {
         |item| item.uri.take().is_some(),
     ];
     for drop in drops {
-        if !drop(&mut candidate) {
-            continue;
-        }
-        kept.push(candidate.clone());
-        if fits(kept) {
+        if drop(&mut candidate) && fits_alone(&candidate) {
+            kept.push(candidate);
             return Fit::Added;
         }
-        kept.pop();
     }
 
     // Largest content length (in code points) that fits; the full length does not.
     let content: Vec<char> = candidate.content.chars().collect();
-    let with_content = |kept: &mut Vec<ProfileItem>, candidate: &ProfileItem, len: usize| {
+    let with_content = |len: usize| {
         let mut shortened = candidate.clone();
         shortened.content = content[..len].iter().collect();
-        kept.push(shortened);
-        let fits = fits(kept);
-        kept.pop();
-        fits
+        fits_alone(&shortened)
     };
     let (mut low, mut high) = (0, content.len().saturating_sub(1));
     // Invariant: `low` fits (0 standing for "nothing fits"), everything above `high` does not.
     while low < high {
         let middle = low + (high - low).div_ceil(2);
-        if with_content(kept, &candidate, middle) {
+        if with_content(middle) {
             low = middle;
         } else {
             high = middle - 1;
@@ -168,8 +164,27 @@ fn fit(kept: &mut Vec<ProfileItem>, mut candidate: ProfileItem) -> Fit {
     Fit::Added
 }
 
-fn fits(items: &[ProfileItem]) -> bool {
-    utf16_len(&text_of(items)) <= MAX_TEXT_UTF16_UNITS
+/// The UTF-16 length of one item's text (see [`push_item_text`]).
+fn item_utf16_len(item: &ProfileItem) -> usize {
+    let mut piece = String::with_capacity(256);
+    push_item_text(&mut piece, item);
+    utf16_len(&piece)
+}
+
+/// The text's opening, before the first item, and its closing, after the last.
+const TEXT_HEAD: &str = "{\"untrusted_external_context\":{\"notice\":";
+const TEXT_ITEMS: &str = ",\"items\":[";
+const TEXT_TAIL: &str = "]}}";
+
+/// `utf16_len(&text_of(items))`, without writing the whole text: the text is its fixed parts,
+/// each item's own text and a comma between items, so its length is their sum. Only the items
+/// are written (one at a time), which keeps [`fit`]'s repeated checks linear in the items.
+fn text_utf16_len(items: &[ProfileItem]) -> usize {
+    let mut notice = String::new();
+    js_json::push_string(&mut notice, NOTICE, true);
+    let fixed = utf16_len(TEXT_HEAD) + utf16_len(&notice) + utf16_len(TEXT_ITEMS) + utf16_len(TEXT_TAIL);
+    let items_len: usize = items.iter().map(item_utf16_len).sum();
+    fixed + items_len + items.len().saturating_sub(1)
 }
 
 /// The result text: keys in profile order, strings and numbers as `JSON.stringify` writes them,
@@ -177,35 +192,42 @@ fn fits(items: &[ProfileItem]) -> bool {
 /// character).
 fn text_of(items: &[ProfileItem]) -> String {
     let mut out = String::with_capacity(256);
-    out.push_str("{\"untrusted_external_context\":{\"notice\":");
+    out.push_str(TEXT_HEAD);
     js_json::push_string(&mut out, NOTICE, true);
-    out.push_str(",\"items\":[");
+    out.push_str(TEXT_ITEMS);
     for (index, item) in items.iter().enumerate() {
         if index > 0 {
             out.push(',');
         }
-        out.push_str("{\"id\":");
-        js_json::push_string(&mut out, &item.id, true);
-        out.push_str(",\"content\":");
-        js_json::push_string(&mut out, &item.content, true);
-        for (key, value) in [("title", &item.title), ("uri", &item.uri)] {
-            if let Some(value) = value {
-                out.push_str(&format!(",\"{key}\":"));
-                js_json::push_string(&mut out, value, true);
-            }
-        }
-        if let Some(score) = item.score {
-            out.push_str(",\"score\":");
-            out.push_str(&js_json::number(score));
-        }
-        if let Some(updated_at) = &item.updated_at {
-            out.push_str(",\"updatedAt\":");
-            js_json::push_string(&mut out, updated_at, true);
-        }
-        out.push('}');
+        push_item_text(&mut out, item);
     }
-    out.push_str("]}}");
+    out.push_str(TEXT_TAIL);
     out
+}
+
+/// One item of the result text, `{"id":..,"content":..,..}`.
+fn push_item_text(out: &mut String, item: &ProfileItem) {
+    out.push_str("{\"id\":");
+    js_json::push_string(out, &item.id, true);
+    out.push_str(",\"content\":");
+    js_json::push_string(out, &item.content, true);
+    for (key, value) in [("title", &item.title), ("uri", &item.uri)] {
+        if let Some(value) = value {
+            out.push_str(",\"");
+            out.push_str(key);
+            out.push_str("\":");
+            js_json::push_string(out, value, true);
+        }
+    }
+    if let Some(score) = item.score {
+        out.push_str(",\"score\":");
+        out.push_str(&js_json::number(score));
+    }
+    if let Some(updated_at) = &item.updated_at {
+        out.push_str(",\"updatedAt\":");
+        js_json::push_string(out, updated_at, true);
+    }
+    out.push('}');
 }
 
 /// `item` as a JSON object with the keys in profile order.
@@ -336,6 +358,22 @@ mod tests {
                 assert!((1..=cap).contains(&chars(text)), "{key} has {} code points", chars(text));
             }
             assert!(object.contains_key("id") && object.contains_key("content"));
+        }
+    }
+
+    #[test]
+    fn the_measured_length_is_the_written_texts() {
+        let item = |id: &str, content: &str| ProfileItem {
+            id: id.into(),
+            content: content.into(),
+            title: Some("T <b>".into()),
+            uri: None,
+            score: Some(0.25),
+            updated_at: Some("2026-12-01T00:00:00Z".into()),
+        };
+        let items = [item("a", "é 😀 \u{7}\"<>"), item("b", "plain"), item("c", "")];
+        for n in 0..=items.len() {
+            assert_eq!(text_utf16_len(&items[..n]), utf16_len(&text_of(&items[..n])), "{n} items");
         }
     }
 
