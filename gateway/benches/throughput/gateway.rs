@@ -41,6 +41,18 @@ pub fn config_yaml(providers: usize, upstream: SocketAddr) -> String {
     yaml
 }
 
+/// The provider of the load config that points at the slow upstream.
+pub const SLOW_PROVIDER: &str = "bench-slow";
+
+/// One more provider, [`SLOW_PROVIDER`], pointing at `upstream` (same Secret as [`config_yaml`]).
+pub fn slow_provider_yaml(upstream: SocketAddr) -> String {
+    config_yaml(1, upstream)
+        .split("---\n")
+        .nth(1)
+        .map(|provider| provider.replacen("name: bench,", &format!("name: {SLOW_PROVIDER},"), 1))
+        .unwrap_or_default()
+}
+
 /// A running gateway; killed when dropped.
 pub struct Gateway {
     child: Child,

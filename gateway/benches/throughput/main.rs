@@ -2,7 +2,9 @@
 //!
 //! A fixed-answer Mem0-compatible upstream (about 1 KiB per answer) is called directly and through
 //! the release gateway (Nexent search, MCP `context_search` as a stateless 2026-07-28 client and as
-//! a handshake-era client), each at 1 and 32 connections with `wrk`; then the gateway's peak memory
+//! a handshake-era client), each at 1 and 32 connections with `wrk`, and once more at 16 connections
+//! (the per-provider upstream concurrency) against an upstream that takes 2 ms, as a real search
+//! would take at least; then the gateway's peak memory
 //! under that load, its idle memory and CPU with 1, 100 and 1000 providers, and the binaries' sizes.
 //! Figures are printed beside the direct baseline measured in the same run, never asserted.
 //!
@@ -10,7 +12,9 @@
 //! throughput`. `MEMGATE_BENCH_SECONDS` (default 10) is the length of each load run,
 //! `MEMGATE_BENCH_IDLE_SECONDS` (default 60, so one of the watcher's once-a-minute full reads falls
 //! inside) of each idle measurement; `MEMGATE_RELEASE_DIR` names the folder of the binaries to
-//! measure (default: the ones cargo built for this bench).
+//! measure (default: the ones cargo built for this bench). For profiling one path,
+//! `MEMGATE_BENCH_ONLY=nexent|mcp-stateless|mcp-legacy` runs just it (and the direct baseline) and
+//! skips the idle part.
 
 mod gateway;
 mod upstream;
@@ -24,11 +28,18 @@ use anyhow::{Context, Result, ensure};
 use gateway::Gateway;
 use serde_json::json;
 
+/// How long the second upstream takes per search.
+const SLOW_UPSTREAM: Duration = Duration::from_millis(2);
+/// Connections of the slow-upstream runs: the per-provider upstream concurrency (16 permits), so
+/// that the bound itself does not queue calls.
+const SLOW_CONNECTIONS: u32 = 16;
+
 const QUERY: &str = "how does the payments service retry idempotent writes";
 
 fn main() -> Result<()> {
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
-    let upstream = runtime.block_on(upstream::start())?;
+    let upstream = runtime.block_on(upstream::start(Duration::ZERO))?;
+    let slow_upstream = runtime.block_on(upstream::start(SLOW_UPSTREAM))?;
     let work = tempfile::tempdir()?;
     let seconds = env_seconds("MEMGATE_BENCH_SECONDS", 10);
     let idle_seconds = env_seconds("MEMGATE_BENCH_IDLE_SECONDS", 60);
@@ -36,21 +47,25 @@ fn main() -> Result<()> {
 
     let config = work.path().join("config-1");
     write_config(&config, 1, upstream.address)?;
-    let gw = Gateway::start(&config, 1, &work.path().join("gateway-load.log"))?;
+    std::fs::write(config.join("slow.yaml"), gateway::slow_provider_yaml(slow_upstream.address))?;
+    let gw = Gateway::start(&config, 2, &work.path().join("gateway-load.log"))?;
+    let ticks = gateway::ticks_per_second()?;
     let mut rows = Vec::new();
-    for connections in [1, 32] {
-        for scenario in Scenario::ALL {
-            let measured = measure(work.path(), &scenario, &upstream, &gw, connections, seconds)?;
-            eprintln!("{:<28} c={connections:<3} {:>9.0} req/s", scenario.label(), measured.per_second);
-            rows.push((scenario, connections, measured));
+    let runs = [(1, &upstream, false), (32, &upstream, false), (SLOW_CONNECTIONS, &slow_upstream, true)];
+    for (connections, target, slow) in runs {
+        for scenario in Scenario::ALL.into_iter().filter(|s| s.selected()) {
+            let case = Case { scenario, connections, slow };
+            let measured = measure(work.path(), &case, target, &gw, seconds, ticks)?;
+            eprintln!("{:<28} c={connections:<3} slow={slow:<5} {:>9.0} req/s", scenario.label(), measured.per_second);
+            rows.push((case, measured));
         }
     }
     let (_, load_peak) = gateway::memory(gw.pid())?;
     drop(gw);
 
-    let ticks = gateway::ticks_per_second()?;
     let mut idle = Vec::new();
-    for providers in [1, 100, 1000] {
+    let idle_configs: &[usize] = if std::env::var_os("MEMGATE_BENCH_ONLY").is_some() { &[] } else { &[1, 100, 1000] };
+    for &providers in idle_configs {
         let config = work.path().join(format!("config-{providers}"));
         write_config(&config, providers, upstream.address)?;
         let gw = Gateway::start(&config, providers, &work.path().join(format!("gateway-idle-{providers}.log")))?;
@@ -78,6 +93,14 @@ fn write_config(dir: &Path, providers: usize, upstream: std::net::SocketAddr) ->
     Ok(())
 }
 
+/// One row of the table: a path, a connection count and which upstream.
+#[derive(Clone, Copy)]
+struct Case {
+    scenario: Scenario,
+    connections: u32,
+    slow: bool,
+}
+
 /// The four ways of asking for the same search.
 #[derive(Clone, Copy, PartialEq)]
 enum Scenario {
@@ -90,6 +113,17 @@ enum Scenario {
 impl Scenario {
     const ALL: [Scenario; 4] = [Scenario::Direct, Scenario::NexentSearch, Scenario::McpStateless, Scenario::McpLegacy];
 
+    /// Whether `MEMGATE_BENCH_ONLY` (unset: everything) asks for this path; the baseline always runs.
+    fn selected(self) -> bool {
+        let key = match self {
+            Scenario::Direct => return true,
+            Scenario::NexentSearch => "nexent",
+            Scenario::McpStateless => "mcp-stateless",
+            Scenario::McpLegacy => "mcp-legacy",
+        };
+        std::env::var("MEMGATE_BENCH_ONLY").map_or(true, |only| only.split(',').any(|k| k.trim() == key))
+    }
+
     fn label(self) -> &'static str {
         match self {
             Scenario::Direct => "direct to the upstream",
@@ -100,7 +134,12 @@ impl Scenario {
     }
 
     /// URL, headers and body of one request.
-    fn request(self, upstream: &str, gateway: &str) -> (String, Vec<(&'static str, &'static str)>, String) {
+    fn request(
+        self,
+        upstream: &str,
+        gateway: &str,
+        provider: &str,
+    ) -> (String, Vec<(&'static str, &'static str)>, String) {
         let call = |meta: bool| {
             let mut params = json!({"name": "context_search", "arguments": {"query": QUERY}});
             if meta {
@@ -120,12 +159,12 @@ impl Scenario {
                 json!({"query": QUERY, "filters": {"user_id": "bench", "agent_id": "bench"}, "top_k": 5}).to_string(),
             ),
             Scenario::NexentSearch => (
-                format!("{gateway}/nexent/v1/bench/search"),
+                format!("{gateway}/nexent/v1/{provider}/search"),
                 vec![("Accept", "application/json")],
                 json!({"query": QUERY, "limit": 5}).to_string(),
             ),
             Scenario::McpStateless => (
-                format!("{gateway}/mcp/bench"),
+                format!("{gateway}/mcp/{provider}"),
                 vec![
                     accept,
                     ("MCP-Protocol-Version", "2026-07-28"),
@@ -135,7 +174,7 @@ impl Scenario {
                 call(true),
             ),
             Scenario::McpLegacy => {
-                (format!("{gateway}/mcp/bench"), vec![accept, ("MCP-Protocol-Version", "2025-11-25")], call(false))
+                (format!("{gateway}/mcp/{provider}"), vec![accept, ("MCP-Protocol-Version", "2025-11-25")], call(false))
             }
         }
     }
@@ -152,13 +191,15 @@ impl Scenario {
 
 fn measure(
     work: &Path,
-    scenario: &Scenario,
+    case: &Case,
     upstream: &upstream::Upstream,
     gw: &Gateway,
-    connections: u32,
     seconds: Duration,
+    ticks: u64,
 ) -> Result<wrk::Measured> {
-    let (url, headers, body) = scenario.request(&upstream.address.to_string(), &gw.base);
+    let (scenario, connections) = (&case.scenario, case.connections);
+    let provider = if case.slow { gateway::SLOW_PROVIDER } else { "bench" };
+    let (url, headers, body) = scenario.request(&upstream.address.to_string(), &gw.base, provider);
     if *scenario == Scenario::McpLegacy {
         // A handshake-era client initializes first; the stateless gateway hands out no session.
         let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
@@ -176,7 +217,11 @@ fn measure(
     let load = wrk::Load { url: &url, headers: &headers, body: &body };
     wrk::run(work, &load, connections, Duration::from_secs(2)).context("warm-up")?;
     let searches_before = upstream.searches();
-    let measured = wrk::run(work, &load, connections, seconds)?;
+    let cpu_before = gateway::cpu_time(gw.pid(), ticks)?;
+    let mut measured = wrk::run(work, &load, connections, seconds)?;
+    let cpu = gateway::cpu_time(gw.pid(), ticks)?.saturating_sub(cpu_before);
+    measured.gateway_cpu_per_request =
+        (*scenario != Scenario::Direct).then(|| cpu.div_f64(measured.requests.max(1) as f64));
     let upstream_calls = upstream.searches() - searches_before;
     // Every measured request must have reached the upstream once (wrk counts only answers it read;
     // a request cut off at the end may still have been sent, so the upstream may count a few more).
@@ -205,22 +250,32 @@ fn verdict(met: bool) -> &'static str {
     if met { "met" } else { "MISSED" }
 }
 
-type Row = (Scenario, u32, wrk::Measured);
+type Row = (Case, wrk::Measured);
 
 fn report(rows: &[Row], load_peak: u64, idle: &[(usize, u64, Duration)], idle_window: Duration) -> Result<String> {
     let mut out = String::new();
     writeln!(out, "\n## Gateway: throughput and latency (wrk, ~1 KiB upstream answers)\n")?;
-    writeln!(out, "| path | conns | req/s | ratio to direct | p50 | p99 | added p50 | added p99 | target |")?;
-    writeln!(out, "|---|---|---|---|---|---|---|---|---|")?;
-    for (scenario, connections, m) in rows {
+    writeln!(
+        out,
+        "Upstream answering at once, at 1 and 32 connections; then one taking {} ms per search, at {SLOW_CONNECTIONS}.\n",
+        SLOW_UPSTREAM.as_millis()
+    )?;
+    writeln!(
+        out,
+        "| path | conns | req/s | ratio to direct | p50 | p99 | added p50 | added p99 | gateway CPU per request | target |"
+    )?;
+    writeln!(out, "|---|---|---|---|---|---|---|---|---|---|")?;
+    for (case, m) in rows {
+        let (scenario, connections) = (&case.scenario, &case.connections);
         let direct = rows
             .iter()
-            .find(|(s, c, _)| *s == Scenario::Direct && c == connections)
-            .map(|(_, _, d)| *d)
+            .find(|(c, _)| c.scenario == Scenario::Direct && c.connections == *connections && c.slow == case.slow)
+            .map(|(_, d)| *d)
             .context("a direct row")?;
         let ratio = m.per_second / direct.per_second;
         let target = match (scenario, connections) {
             (Scenario::Direct, _) => "baseline".to_string(),
+            (_, _) if case.slow => "-".to_string(),
             (Scenario::NexentSearch | Scenario::McpStateless | Scenario::McpLegacy, 32) => {
                 format!("ratio >= 0.5: {}", verdict(ratio >= 0.5))
             }
@@ -234,9 +289,11 @@ fn report(rows: &[Row], load_peak: u64, idle: &[(usize, u64, Duration)], idle_wi
         } else {
             (added(m.p50, direct.p50), added(m.p99, direct.p99))
         };
+        let cpu = m.gateway_cpu_per_request.map_or("-".to_string(), |d| format!("{:.0} us", d.as_secs_f64() * 1e6));
+        let upstream = if case.slow { format!(", {} ms upstream", SLOW_UPSTREAM.as_millis()) } else { String::new() };
         writeln!(
             out,
-            "| {} | {connections} | {:.0} | {ratio:.2} | {} | {} | {added_p50} | {added_p99} | {target} |",
+            "| {}{upstream} | {connections} | {:.0} | {ratio:.2} | {} | {} | {added_p50} | {added_p99} | {cpu} | {target} |",
             scenario.label(),
             m.per_second,
             ms(m.p50),

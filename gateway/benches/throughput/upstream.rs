@@ -5,6 +5,7 @@ use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 
 use anyhow::{Context, Result};
 use http_body_util::{BodyExt, Full};
@@ -51,8 +52,9 @@ pub fn answer_body() -> Vec<u8> {
     json!({ "results": results }).to_string().into_bytes()
 }
 
-/// Start the upstream on a free loopback port, on the current runtime.
-pub async fn start() -> Result<Upstream> {
+/// Start the upstream on a free loopback port, on the current runtime, answering each search
+/// after `delay` (zero: at once; otherwise a stand-in for a real search's latency).
+pub async fn start(delay: Duration) -> Result<Upstream> {
     let listener = TcpListener::bind("127.0.0.1:0").await.context("binding the upstream")?;
     let address = listener.local_addr()?;
     let searches = Arc::new(AtomicU64::new(0));
@@ -69,6 +71,9 @@ pub async fn start() -> Result<Upstream> {
                         let (head, incoming) = request.into_parts();
                         // Read the whole request so the connection can be kept alive.
                         let _ = incoming.collect().await;
+                        if !delay.is_zero() {
+                            tokio::time::sleep(delay).await;
+                        }
                         Ok::<_, Infallible>(respond(&head, body, &counter))
                     }
                 });

@@ -20,6 +20,8 @@ pub struct Measured {
     pub per_second: f64,
     pub p50: Duration,
     pub p99: Duration,
+    /// The gateway's CPU time (user + system) per request, when a gateway served them.
+    pub gateway_cpu_per_request: Option<Duration>,
 }
 
 /// Run `wrk` for `duration` with `connections` (and as many threads as cores, at most
@@ -74,6 +76,7 @@ pub fn parse(report: &str) -> Result<Measured> {
         per_second: per_second.context("no Requests/sec")?,
         p50: p50.context("no 50% latency")?,
         p99: p99.context("no 99% latency")?,
+        gateway_cpu_per_request: None,
     })
 }
 
