@@ -29,3 +29,10 @@ echo "Machine: $(nproc) cores ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -
 
 echo "== gateway benchmark" >&2
 cargo bench --locked -p memgate-gateway --bench throughput
+
+echo "== operator scale benchmark" >&2
+cargo bench --locked -p memgate-operator --bench scale
+
+# cargo bench linked its own builds (dev-dependency features unified) to target/release; put the
+# image's binaries back for the tests that check them.
+./scripts/build-release.sh >&2

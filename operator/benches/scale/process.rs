@@ -32,11 +32,20 @@ pub struct Memory {
     pub peak_kib: u64,
 }
 
+/// The operator binary: `$MEMGATE_RELEASE_DIR/memgate-operator` (bench/run.sh points it at copies
+/// of the image's release build), else the one cargo built for this bench.
+fn binary() -> PathBuf {
+    match std::env::var_os("MEMGATE_RELEASE_DIR") {
+        Some(dir) => PathBuf::from(dir).join("memgate-operator"),
+        None => PathBuf::from(env!("CARGO_BIN_EXE_memgate-operator")),
+    }
+}
+
 impl Operator {
     /// Start the operator with `KUBECONFIG=kubeconfig` and `args` after `run`; wait until it listens.
     pub async fn start(kubeconfig: &Path, log: PathBuf, args: &[String]) -> Result<Operator> {
         let file = std::fs::File::create(&log).with_context(|| format!("creating {}", log.display()))?;
-        let child = Command::new(env!("CARGO_BIN_EXE_memgate-operator"))
+        let child = Command::new(binary())
             .arg("run")
             .args(["--listen", "127.0.0.1:0"])
             .args(args)
