@@ -15,6 +15,11 @@
 //! error), plus a periodic resync of every key. Reconciles start once every watch has listed its
 //! objects (a gateway is never deleted for a provider not listed yet) and, with leader election,
 //! once this process holds the Lease. Each reconcile has a time limit, so nothing can hold a worker.
+//!
+//! With leader election every reconcile runs through the leader's [`Gate`]: while the hold on the
+//! Lease is not confirmed (an API server outage longer than the Lease) no reconcile starts, one
+//! running is dropped (and runs again later), and `memgate_operator_leader` is 0; when the gate
+//! opens again every key is enqueued.
 
 use std::future::Future;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -42,7 +47,7 @@ use crate::apply::Applier;
 use crate::events::Events;
 use crate::http::Health;
 use crate::index::{Index, Key, OwnedKind, PresetEntry, ProviderEntry};
-use crate::leader::{LeaderError, Leadership};
+use crate::leader::{Gate, LeaderError, Leadership};
 use crate::metrics::Metrics;
 use crate::queue::{Backoff, WorkQueue};
 use crate::reconcile::{Context, ReconcileError, reconcile};
@@ -416,37 +421,34 @@ pub async fn run(
         health.set_synced();
     });
 
-    let mut leadership = match &settings.leader {
+    let (mut leadership, gate) = match &settings.leader {
         Some(leader) => {
             let mut leadership = Leadership::join(client.clone(), leader).await?;
             tracing::info!(lease = %leader.lease, namespace = %leader.namespace, identity = %leader.identity, "waiting for the leader Lease");
-            tokio::select! {
+            let gate = tokio::select! {
                 acquired = leadership.acquired() => acquired?,
                 () = &mut shutdown => {
                     leadership.release().await;
                     return Ok(());
                 }
-            }
+            };
             tracing::info!(identity = %leader.identity, "leading");
-            Some(leadership)
+            (Some(leadership), gate)
         }
-        None => None,
+        None => (None, Gate::open()),
     };
-    metrics.leader(true);
+    let mut workers = JoinSet::new();
+    workers.spawn(follow(gate.clone(), Arc::clone(&index), Arc::clone(&queue), Arc::clone(&metrics), feed.presets));
 
     tokio::select! {
         () = feed.sync.all_synced() => {}
         () = &mut shutdown => return stop(leadership).await,
     }
     tracing::info!("every watch synced; reconciling");
-    let keys = index.read().unwrap_or_else(std::sync::PoisonError::into_inner).all_keys();
-    for key in keys.into_iter().filter(|k| feed.presets || matches!(k, Key::Namespace(_))) {
-        queue.add(key);
-    }
+    enqueue_all(&index, &queue, feed.presets);
 
-    let mut workers = JoinSet::new();
     for _ in 0..settings.concurrency {
-        workers.spawn(work(Arc::clone(&ctx), Arc::clone(&queue)));
+        workers.spawn(work(Arc::clone(&ctx), Arc::clone(&queue), gate.clone()));
     }
     workers.spawn(resync(Arc::clone(&index), Arc::clone(&queue), Arc::clone(&metrics), settings.resync, feed.presets));
 
@@ -461,8 +463,8 @@ pub async fn run(
         error = lost => Err(ControllerError::Leader(error)),
         Some(ended) = watches.join_next() => Err(ControllerError::WatchEnded(ended.unwrap_or("a watch"))),
     };
-    metrics.leader(false);
     workers.abort_all();
+    metrics.leader(false);
     watches.abort_all();
     readiness.abort();
     match result {
@@ -478,23 +480,67 @@ async fn stop(leadership: Option<Leadership>) -> Result<(), ControllerError> {
     Ok(())
 }
 
-/// One worker: take a key, reconcile it within the time limit, report.
-async fn work(ctx: Arc<Context>, queue: Arc<WorkQueue>) {
+/// Enqueue every key (namespaces, and presets when `presets`).
+fn enqueue_all(index: &RwLock<Index>, queue: &WorkQueue, presets: bool) {
+    let keys = index.read().unwrap_or_else(std::sync::PoisonError::into_inner).all_keys();
+    for key in keys.into_iter().filter(|k| presets || matches!(k, Key::Namespace(_))) {
+        queue.add(key);
+    }
+}
+
+/// Keep `memgate_operator_leader` equal to the gate, and enqueue every key each time it opens
+/// again (what was skipped while it was closed runs then).
+async fn follow(
+    mut gate: Gate,
+    index: Arc<RwLock<Index>>,
+    queue: Arc<WorkQueue>,
+    metrics: Arc<Metrics>,
+    presets: bool,
+) {
+    let mut reopened = false;
+    loop {
+        gate.opened().await;
+        metrics.leader(true);
+        if reopened {
+            enqueue_all(&index, &queue, presets);
+            metrics.queue_depth(queue.depth());
+        }
+        gate.closed().await;
+        metrics.leader(false);
+        reopened = true;
+    }
+}
+
+/// Reconcile `key` once within the time limit, traced.
+async fn attempt(ctx: &Context, key: &Key, kind: &'static str, name: &str) -> Result<(), ReconcileError> {
+    let span = telemetry::reconcile_span(kind, name);
+    let attempt = tokio::time::timeout(RECONCILE_TIMEOUT, reconcile(ctx, key)).instrument(span.clone()).await;
+    let result = match attempt {
+        Ok(result) => result,
+        Err(_) => Err(ReconcileError::Timeout(RECONCILE_TIMEOUT)),
+    };
+    telemetry::finish(&span, result.as_ref().err().map(ReconcileError::stage));
+    result
+}
+
+/// One worker: take a key, reconcile it within the time limit while the gate is open, report.
+/// A reconcile the gate closes on is dropped and started again once it opens.
+async fn work(ctx: Arc<Context>, queue: Arc<WorkQueue>, mut gate: Gate) {
     loop {
         let key = queue.next().await;
-        let started = Instant::now();
         let (kind, name) = match &key {
             Key::Namespace(name) => ("namespace", name.as_str()),
             Key::Preset(name) => ("preset", name.as_str()),
         };
-        let span = telemetry::reconcile_span(kind, name);
-        let attempt = tokio::time::timeout(RECONCILE_TIMEOUT, reconcile(&ctx, &key)).instrument(span.clone()).await;
-        let result = match attempt {
-            Ok(result) => result,
-            Err(_) => Err(ReconcileError::Timeout(RECONCILE_TIMEOUT)),
+        let (result, started) = loop {
+            gate.opened().await;
+            let started = Instant::now();
+            tokio::select! {
+                biased;
+                () = gate.closed() => tracing::debug!(key = %key, "reconcile dropped: standing down"),
+                result = attempt(&ctx, &key, kind, name) => break (result, started),
+            }
         };
-        telemetry::finish(&span, result.as_ref().err().map(ReconcileError::stage));
-        drop(span);
         match &result {
             Ok(()) => tracing::debug!(key = %key, "reconciled"),
             Err(error) => {
