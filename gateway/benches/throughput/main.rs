@@ -45,7 +45,7 @@ fn main() -> Result<()> {
     let idle_seconds = env_seconds("MEMGATE_BENCH_IDLE_SECONDS", 60);
     eprintln!("gateway under test: {}", gateway::binary().display());
 
-    let config = work.path().join("config-1");
+    let config = work.path().join("config-load");
     write_config(&config, 1, upstream.address)?;
     std::fs::write(config.join("slow.yaml"), gateway::slow_provider_yaml(slow_upstream.address))?;
     let gw = Gateway::start(&config, 2, &work.path().join("gateway-load.log"))?;
