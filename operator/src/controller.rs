@@ -54,6 +54,7 @@ use crate::reconcile::{Context, ReconcileError, reconcile};
 use crate::render::{GATEWAY_NAME, GATEWAY_NAMESPACE_LABEL, OWNED_SELECTOR, binding_name};
 use crate::settings::Settings;
 use crate::telemetry;
+use crate::watch_backoff::WatchBackoff;
 
 /// Longest a single reconcile may take before it counts as failed (and is retried).
 const RECONCILE_TIMEOUT: Duration = Duration::from_secs(60);
@@ -121,7 +122,7 @@ impl Feed {
         scope: Option<String>,
         apply: impl Fn(&mut Index, Change<K>, Option<&str>) -> Vec<Key> + Send,
     ) -> &'static str {
-        let mut stream = std::pin::pin!(stream.default_backoff());
+        let mut stream = std::pin::pin!(stream.backoff(WatchBackoff::default()));
         let mut buffer = Vec::new();
         let mut synced = false;
         while let Some(event) = stream.next().await {

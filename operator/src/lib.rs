@@ -29,3 +29,4 @@ pub mod settings;
 pub mod status;
 pub mod telemetry;
 pub mod validate;
+pub mod watch_backoff;
