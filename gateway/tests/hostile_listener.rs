@@ -265,6 +265,68 @@ async fn a_reader_that_never_reads_is_dropped_after_the_write_timeout() {
     assert_eq!(gateway.search("repo-memory", &json!({"query": "q"}), None).await.status, 200);
 }
 
+/// The gateway's side of `client`'s connection in `/proc/net/tcp`: its TCP state and how many
+/// bytes wait unacknowledged in its send queue; `None` once the kernel has let the socket go.
+fn gateway_side(gateway_port: u16, client_port: u16) -> Option<(u8, u64)> {
+    let table = std::fs::read_to_string("/proc/net/tcp").expect("/proc/net/tcp");
+    let port = |address: &str| address.rsplit_once(':').and_then(|(_, p)| u16::from_str_radix(p, 16).ok());
+    table.lines().skip(1).find_map(|line| {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        let (local, remote, state, queues) = (fields.get(1)?, fields.get(2)?, fields.get(3)?, fields.get(4)?);
+        if port(local)? != gateway_port || port(remote)? != client_port {
+            return None;
+        }
+        let tx_queue = u64::from_str_radix(queues.split(':').next()?, 16).ok()?;
+        Some((u8::from_str_radix(state, 16).ok()?, tx_queue))
+    })
+}
+
+/// A client that pipelines searches and then neither reads nor closes: once the gateway gives up on
+/// it, the kernel must not keep the unsent answers either. Before, the gateway's close left an
+/// orphan socket in FIN-WAIT-1 with its whole send queue for as long as the client kept answering
+/// zero-window probes (369 MiB for 100 such clients); the accepted sockets now carry
+/// `TCP_USER_TIMEOUT` = the write timeout, so the kernel drops it soon after.
+#[tokio::test]
+async fn a_reader_that_never_reads_leaves_no_send_queue_in_the_kernel() {
+    let content = "x".repeat(48 * 1024);
+    let results: Vec<_> = (0..20).map(|i| json!({"id": format!("m{i}"), "memory": content, "score": 0.5})).collect();
+    let upstream = Server::always(Reply::json(&json!({"results": results}))).await;
+    let args = ["--write-timeout-ms", SHORT_MS, "--header-read-timeout-ms", SHORT_MS];
+    let (gateway, _dir, _logs) = gateway_for(&upstream.origin(), &args).await;
+    let address: std::net::SocketAddr = gateway.address().parse().expect("address");
+    // Default buffers: both answers (about 1 MiB each) fit into the kernel's send and receive
+    // buffers, so the gateway finishes writing them, no write stalls, and the connection is closed
+    // normally by the keep-alive timeout with the answers still unsent.
+    let mut stream = TcpStream::connect(address).expect("connect");
+    let client_port = stream.local_addr().expect("local address").port();
+    let body = r#"{"query":"q","limit":20}"#;
+    let request = format!(
+        "POST /nexent/v1/repo-memory/search HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/json\r\n\
+         content-length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(request.repeat(2).as_bytes()).expect("pipelined requests");
+    let started = Instant::now();
+    let mut seen_queued = false;
+    loop {
+        match gateway_side(address.port(), client_port) {
+            None => break,
+            Some((_, queued)) if queued > 0 => seen_queued = true,
+            Some(_) => {}
+        }
+        assert!(
+            started.elapsed() < CEILING,
+            "after {:?} the gateway's side still holds {:?} (state, unsent bytes)",
+            started.elapsed(),
+            gateway_side(address.port(), client_port)
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(seen_queued, "the answers did wait in the kernel's send queue (the test would prove nothing)");
+    drop(stream);
+    assert_eq!(gateway.search("repo-memory", &json!({"query": "q"}), None).await.status, 200);
+}
+
 /// Under `ulimit -n 512`, 600 idle connections neither stop a normal search nor a config reload
 /// (before: the search timed out and the reload failed "unreadable").
 #[tokio::test]

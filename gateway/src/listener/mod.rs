@@ -13,6 +13,7 @@
 //! | body: [`ListenerLimits::body_read_timeout`] from the head, at most 1 MiB | `408` / `413`, connection closed |
 //! | no request in flight for [`ListenerLimits::idle_timeout`] | connection closed gracefully (HTTP/2 `GOAWAY`) |
 //! | a response not sent within [`ListenerLimits::write_timeout`] of its head | connection reset (the unsent answer is discarded, also from kernel buffers) |
+//! | data sent but not acknowledged by the client for [`ListenerLimits::write_timeout`] (`TCP_USER_TIMEOUT`) | the kernel drops the connection, also one already closed (no orphan keeps its send queue) |
 //! | HTTP/2: [`ListenerLimits::h2_max_streams`] streams, 256 KiB stream / 1 MiB connection windows, 256 KiB send buffer per stream | flow control / `REFUSED_STREAM` |
 //!
 //! Shutdown: when the shutdown signal turns true the listener stops accepting, every connection is
@@ -107,6 +108,12 @@ impl Listener {
                 continue;
             };
             let _ = stream.set_nodelay(true);
+            // A client that stops reading must not make the kernel hold what we sent either: once
+            // sent data has gone unacknowledged (a zero window included) for the write timeout,
+            // the kernel drops the connection, also after we closed the socket (an orphan in
+            // FIN-WAIT-1 would otherwise keep a full send queue for as long as the client answers
+            // window probes).
+            let _ = socket2::SockRef::from(&stream).set_tcp_user_timeout(Some(shared.limits.write_timeout));
             let (builder, shared, shutdown, alive) =
                 (Arc::clone(&builder), Arc::clone(&shared), shutdown.clone(), alive.clone());
             tokio::spawn(async move {
