@@ -12,7 +12,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-MEMGATE_PROVISION_BENCH=1 bash scripts/lib/provision.sh
+# wrk on top of the test needs; the fuzz toolchain (nightly, cargo-fuzz) is not needed here.
+MEMGATE_FUZZ=0 MEMGATE_PROVISION_BENCH=1 bash scripts/lib/provision.sh
 assets=$(e2e/control-plane/provide.sh | tail -n 1)
 export KUBEBUILDER_ASSETS="${assets}"
 

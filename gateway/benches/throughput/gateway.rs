@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail, ensure};
 
 /// The upstream credential of the benchmark's config (the fixed-answer upstream ignores it).
-const UPSTREAM_KEY: &str = "bench-upstream-key";
+pub const UPSTREAM_KEY: &str = "bench-upstream-key";
 
 /// The gateway binary: `$MEMGATE_RELEASE_DIR/memgate-gateway`, else the one cargo built.
 pub fn binary() -> PathBuf {

@@ -155,7 +155,7 @@ impl Scenario {
         match self {
             Scenario::Direct => (
                 format!("http://{upstream}/search"),
-                vec![("X-API-Key", "bench-upstream-key"), ("Accept", "application/json")],
+                vec![("X-API-Key", gateway::UPSTREAM_KEY), ("Accept", "application/json")],
                 json!({"query": QUERY, "filters": {"user_id": "bench", "agent_id": "bench"}, "top_k": 5}).to_string(),
             ),
             Scenario::NexentSearch => (
