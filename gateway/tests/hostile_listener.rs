@@ -234,14 +234,29 @@ async fn requests_over_the_in_flight_cap_get_503_at_once() {
     assert_eq!(upstream.requests().len(), 2, "only the admitted requests reached the upstream");
 }
 
+/// An upstream whose every answer is 20 results of 48 KiB (a Nexent answer of about 1 MiB).
+async fn large_answer_upstream() -> Server {
+    let content = "x".repeat(48 * 1024);
+    let results: Vec<_> = (0..20).map(|i| json!({"id": format!("m{i}"), "memory": content, "score": 0.5})).collect();
+    Server::always(Reply::json(&json!({"results": results}))).await
+}
+
+/// One raw HTTP/1.1 Nexent search asking for 20 results, to pipeline.
+fn large_search_request() -> String {
+    let body = r#"{"query":"q","limit":20}"#;
+    format!(
+        "POST /nexent/v1/repo-memory/search HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/json\r\n\
+         content-length: {}\r\n\r\n{body}",
+        body.len()
+    )
+}
+
 /// A client that pipelines searches with large answers and never reads is dropped after the write
 /// timeout, before it got all of them (before: the answers were held indefinitely). Its receive
 /// buffer is small, so the answers cannot all vanish into kernel buffers.
 #[tokio::test]
 async fn a_reader_that_never_reads_is_dropped_after_the_write_timeout() {
-    let content = "x".repeat(48 * 1024);
-    let results: Vec<_> = (0..20).map(|i| json!({"id": format!("m{i}"), "memory": content, "score": 0.5})).collect();
-    let upstream = Server::always(Reply::json(&json!({"results": results}))).await;
+    let upstream = large_answer_upstream().await;
     let (gateway, _dir, _logs) = gateway_for(&upstream.origin(), &["--write-timeout-ms", SHORT_MS]).await;
     let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).expect("socket");
     socket.set_recv_buffer_size(8 * 1024).expect("small receive buffer");
@@ -249,12 +264,7 @@ async fn a_reader_that_never_reads_is_dropped_after_the_write_timeout() {
     socket.connect(&address.into()).expect("connect");
     let mut stream: TcpStream = socket.into();
     stream.set_read_timeout(Some(CEILING)).expect("timeout");
-    let body = r#"{"query":"q","limit":20}"#;
-    let request = format!(
-        "POST /nexent/v1/repo-memory/search HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/json\r\n\
-         content-length: {}\r\n\r\n{body}",
-        body.len()
-    );
+    let request = large_search_request();
     stream.write_all(request.repeat(8).as_bytes()).expect("pipelined requests");
     // Not reading for well over the write timeout.
     tokio::time::sleep(Duration::from_secs(4)).await;
@@ -288,9 +298,7 @@ fn gateway_side(gateway_port: u16, client_port: u16) -> Option<(u8, u64)> {
 /// `TCP_USER_TIMEOUT` = the write timeout, so the kernel drops it soon after.
 #[tokio::test]
 async fn a_reader_that_never_reads_leaves_no_send_queue_in_the_kernel() {
-    let content = "x".repeat(48 * 1024);
-    let results: Vec<_> = (0..20).map(|i| json!({"id": format!("m{i}"), "memory": content, "score": 0.5})).collect();
-    let upstream = Server::always(Reply::json(&json!({"results": results}))).await;
+    let upstream = large_answer_upstream().await;
     let args = ["--write-timeout-ms", SHORT_MS, "--header-read-timeout-ms", SHORT_MS];
     let (gateway, _dir, _logs) = gateway_for(&upstream.origin(), &args).await;
     let address: std::net::SocketAddr = gateway.address().parse().expect("address");
@@ -299,12 +307,7 @@ async fn a_reader_that_never_reads_leaves_no_send_queue_in_the_kernel() {
     // normally by the keep-alive timeout with the answers still unsent.
     let mut stream = TcpStream::connect(address).expect("connect");
     let client_port = stream.local_addr().expect("local address").port();
-    let body = r#"{"query":"q","limit":20}"#;
-    let request = format!(
-        "POST /nexent/v1/repo-memory/search HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/json\r\n\
-         content-length: {}\r\n\r\n{body}",
-        body.len()
-    );
+    let request = large_search_request();
     stream.write_all(request.repeat(2).as_bytes()).expect("pipelined requests");
     let started = Instant::now();
     let mut seen_queued = false;

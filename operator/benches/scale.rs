@@ -32,10 +32,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail, ensure};
 use futures::{StreamExt, TryStreamExt};
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Patch, PatchParams};
-use kube::{Api, Client};
+use kube::Client;
 use memgate_e2e::ControlPlane;
 use serde_json::json;
 
@@ -113,7 +111,7 @@ async fn run(sizes: &Sizes) -> Result<Outcome> {
     let dir = tempfile::Builder::new().prefix("memgate-scale-").tempdir()?;
     let (cp, audit_log) = start_control_plane(dir.path()).await?;
     let admin = cp.client()?;
-    install_crds(&admin).await?;
+    support::install_crds(&admin).await?;
     let home = cp.new_namespace("memgate-bench").await?;
     let mut namespaces = Vec::with_capacity(sizes.namespaces);
     for i in 0..sizes.namespaces {
@@ -194,25 +192,6 @@ async fn start_control_plane(dir: &Path) -> Result<(ControlPlane, std::path::Pat
         .start()
         .await?;
     Ok((cp, log))
-}
-
-/// The memgate CRDs, applied and Established.
-async fn install_crds(client: &Client) -> Result<()> {
-    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    for crd in memgate_crds::crd::all() {
-        let name = crd.metadata.name.clone().context("CRD name")?;
-        crds.patch(&name, &PatchParams::apply("memgate-bench").force(), &Patch::Apply(&crd)).await?;
-    }
-    support::eventually("the memgate CRDs to be Established", || async {
-        let mut established = 0;
-        for crd in memgate_crds::crd::all() {
-            let live = crds.get(crd.metadata.name.as_deref()?).await.ok()?;
-            let ok = live.status?.conditions?.iter().any(|c| c.type_ == "Established" && c.status == "True");
-            established += usize::from(ok);
-        }
-        (established == 2).then_some(())
-    })
-    .await
 }
 
 fn operator_args(home: &str, sizes: &Sizes) -> Vec<String> {

@@ -157,11 +157,6 @@ pub fn lead_remaining(now: SystemTime, renewed: SystemTime, duration: Duration, 
     end.duration_since(now).ok().filter(|left| !left.is_zero())
 }
 
-/// Whether the holder may still act at `now`: [`lead_remaining`] is not `None`.
-pub fn may_lead(now: SystemTime, renewed: SystemTime, duration: Duration, margin: Duration) -> bool {
-    lead_remaining(now, renewed, duration, margin).is_some()
-}
-
 /// How long after a read showing the Lease held until `expires` to read it again: just after its
 /// renewal is due (`grace` before expiry), then every `poll`.
 pub fn next_read(now: SystemTime, expires: SystemTime, timing: Timing) -> Duration {
@@ -374,16 +369,19 @@ mod tests {
     fn the_holder_may_lead_until_the_margin_before_expiry() {
         let margin = TIMING.margin;
         let lease = Duration::from_secs(15);
-        assert!(may_lead(at(0), at(0), lease, margin));
-        assert!(may_lead(at(12), at(0), lease, margin), "12 s < 15 s - 2.5 s");
-        assert!(!may_lead(at(13), at(0), lease, margin));
-        assert!(!may_lead(at(60), at(0), lease, margin), "expired long ago");
+        assert!(lead_remaining(at(0), at(0), lease, margin).is_some());
+        assert!(lead_remaining(at(12), at(0), lease, margin).is_some(), "12 s < 15 s - 2.5 s");
+        assert!(lead_remaining(at(13), at(0), lease, margin).is_none());
+        assert!(lead_remaining(at(60), at(0), lease, margin).is_none(), "expired long ago");
         assert_eq!(lead_remaining(at(10), at(0), lease, margin), Some(Duration::from_millis(2500)));
         let end = at(0) + lease - margin;
-        assert!(!may_lead(end, at(0), lease, margin), "the end itself is too late");
-        assert!(may_lead(end - Duration::from_millis(1), at(0), lease, margin));
-        assert!(may_lead(at(0) - SECOND, at(0), lease, margin), "a renewal stamped by a clock ahead of ours");
-        assert!(!may_lead(at(0), at(0), SECOND, SECOND), "a margin as long as the Lease");
+        assert!(lead_remaining(end, at(0), lease, margin).is_none(), "the end itself is too late");
+        assert!(lead_remaining(end - Duration::from_millis(1), at(0), lease, margin).is_some());
+        assert!(
+            lead_remaining(at(0) - SECOND, at(0), lease, margin).is_some(),
+            "a renewal stamped by a clock ahead of ours"
+        );
+        assert!(lead_remaining(at(0), at(0), SECOND, SECOND).is_none(), "a margin as long as the Lease");
     }
 
     #[test]

@@ -38,6 +38,22 @@ async fn gateway_objects_gone(client: &kube::Client, namespace: &str) -> Option<
     Some(())
 }
 
+/// For each namespace: wait for its gateway Deployment, simulate its rollout, and wait until each
+/// named provider is Ready.
+async fn roll_out(admin: &kube::Client, namespaces: &[(&str, &[&str])]) -> Result<()> {
+    for (ns, names) in namespaces {
+        eventually("the gateway Deployment", || async {
+            get(admin, "Deployment", Some(ns), "memgate-gateway").await.ok()?
+        })
+        .await?;
+        simulate_rollout(admin, ns).await?;
+        for name in *names {
+            wait_condition(admin, ns, name, "Ready", "True", "Ready").await?;
+        }
+    }
+    Ok(())
+}
+
 /// The bearer token of the operator's kubeconfig (to prove it is in no log).
 fn operator_token(running: &Running) -> Result<String> {
     let text = std::fs::read_to_string(running.dir.path().join("operator.kubeconfig"))?;
@@ -96,16 +112,7 @@ async fn the_operator_rides_out_an_api_server_outage_and_converges_after_the_res
     for (ns, name) in [(&a, "alpha"), (&a, "beta"), (&b, "gamma")] {
         wait_condition(&admin, ns, name, "ResolvedRefs", "True", "ResolvedRefs").await?;
     }
-    for (ns, names) in [(&a, &["alpha", "beta"][..]), (&b, &["gamma"][..])] {
-        eventually("the gateway Deployment", || async {
-            get(&admin, "Deployment", Some(ns), "memgate-gateway").await.ok()?
-        })
-        .await?;
-        simulate_rollout(&admin, ns).await?;
-        for name in names {
-            wait_condition(&admin, ns, name, "Ready", "True", "Ready").await?;
-        }
-    }
+    roll_out(&admin, &[(&a, &["alpha", "beta"]), (&b, &["gamma"])]).await?;
     let (holder, _) = lease(&admin, &home, "memgate-operator").await?.context("the leader Lease")?;
     ensure!(holder.as_deref() == Some(IDENTITY), "the operator holds the Lease: {holder:?}");
     let metrics_before = running.operator.get("/metrics").await?;
@@ -155,16 +162,7 @@ async fn the_operator_rides_out_an_api_server_outage_and_converges_after_the_res
 
     // Conditions follow: ResolvedRefs at once, Ready after the (simulated) rollout of the new templates.
     wait_condition(&admin, &c, "delta", "ResolvedRefs", "True", "ResolvedRefs").await?;
-    for (ns, names) in [(&a, &["alpha", "beta"][..]), (&c, &["delta"][..])] {
-        eventually("the gateway Deployment", || async {
-            get(&admin, "Deployment", Some(ns), "memgate-gateway").await.ok()?
-        })
-        .await?;
-        simulate_rollout(&admin, ns).await?;
-        for name in names {
-            wait_condition(&admin, ns, name, "Ready", "True", "Ready").await?;
-        }
-    }
+    roll_out(&admin, &[(&a, &["alpha", "beta"]), (&c, &["delta"])]).await?;
     ensure!(get(&admin, "MemoryProvider", Some(&b), "gamma").await?.is_none(), "gamma is gone");
 
     // The Lease: still held by the same identity, renewed after the restart; no leadership was lost.

@@ -36,7 +36,8 @@ pub async fn control_plane() -> Result<(&'static ControlPlane, Client)> {
     Ok((cp, client))
 }
 
-async fn install_crds(client: &Client) -> Result<()> {
+/// Apply the memgate CRDs and wait until both are Established.
+pub async fn install_crds(client: &Client) -> Result<()> {
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     for crd in memgate_crds::crd::all() {
         let name = crd.metadata.name.clone().context("CRD name")?;
