@@ -32,6 +32,7 @@ mod error;
 mod helm;
 mod pki;
 mod process;
+pub mod procfs;
 mod versions;
 
 pub use binaries::Binaries;

@@ -37,9 +37,10 @@ use kube::Client;
 use memgate_e2e::ControlPlane;
 use serde_json::json;
 
-use crate::process::{Memory, Operator};
+use crate::process::Operator;
 use crate::report::{Mark, Outcome};
 use crate::tracker::Tracker;
+use memgate_e2e::procfs::Memory;
 
 /// The operator's lease timings when no flag is given (the benchmark passes none).
 const LEASE_SECONDS: (u64, u64) = (15, 5);

@@ -1,5 +1,5 @@
 //! The gateway under test: the release binary (the image's, from `MEMGATE_RELEASE_DIR` when set)
-//! serving a config folder of N providers, and what `/proc` says about its memory and CPU.
+//! serving a config folder of N providers (its memory and CPU: `memgate_e2e::procfs`).
 
 use std::net::{SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
@@ -141,33 +141,4 @@ fn exchange(method: &str, url: &str, headers: &[(&str, &str)], body: &str) -> Re
     stream.read_to_string(&mut answer)?;
     let status = answer.get(9..12).and_then(|s| s.parse().ok()).context("a status line")?;
     Ok((status, answer.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default()))
-}
-
-/// Resident and peak resident memory of a process, in bytes (`VmRSS`, `VmHWM`).
-pub fn memory(pid: u32) -> Result<(u64, u64)> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
-    let field = |name: &str| -> Result<u64> {
-        let line = status.lines().find(|l| l.starts_with(name)).with_context(|| format!("{name} in status"))?;
-        let kib: u64 = line.split_whitespace().nth(1).context("a value")?.parse()?;
-        Ok(kib * 1024)
-    };
-    Ok((field("VmRSS:")?, field("VmHWM:")?))
-}
-
-/// CPU time the process has used (user + system).
-pub fn cpu_time(pid: u32, ticks_per_second: u64) -> Result<Duration> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
-    // Fields after the command name (which may hold spaces) start at the state: utime and stime
-    // are fields 14 and 15 of the whole line, so 12 and 13 of the rest.
-    let rest = stat.rsplit_once(')').context("stat line")?.1;
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    let ticks: u64 =
-        fields.get(11).context("utime")?.parse::<u64>()? + fields.get(12).context("stime")?.parse::<u64>()?;
-    Ok(Duration::from_secs_f64(ticks as f64 / ticks_per_second as f64))
-}
-
-/// The kernel's clock ticks per second (`getconf CLK_TCK`).
-pub fn ticks_per_second() -> Result<u64> {
-    let output = Command::new("getconf").arg("CLK_TCK").output().context("getconf CLK_TCK")?;
-    Ok(String::from_utf8(output.stdout)?.trim().parse()?)
 }

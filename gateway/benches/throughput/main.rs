@@ -26,6 +26,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, ensure};
 use gateway::Gateway;
+use memgate_e2e::procfs;
 use serde_json::json;
 
 /// How long the second upstream takes per search.
@@ -49,18 +50,17 @@ fn main() -> Result<()> {
     write_config(&config, 1, upstream.address)?;
     std::fs::write(config.join("slow.yaml"), gateway::slow_provider_yaml(slow_upstream.address))?;
     let gw = Gateway::start(&config, 2, &work.path().join("gateway-load.log"))?;
-    let ticks = gateway::ticks_per_second()?;
     let mut rows = Vec::new();
     let runs = [(1, &upstream, false), (32, &upstream, false), (SLOW_CONNECTIONS, &slow_upstream, true)];
     for (connections, target, slow) in runs {
         for scenario in Scenario::ALL.into_iter().filter(|s| s.selected()) {
             let case = Case { scenario, connections, slow };
-            let measured = measure(work.path(), &case, target, &gw, seconds, ticks)?;
+            let measured = measure(work.path(), &case, target, &gw, seconds)?;
             eprintln!("{:<28} c={connections:<3} slow={slow:<5} {:>9.0} req/s", scenario.label(), measured.per_second);
             rows.push((case, measured));
         }
     }
-    let (_, load_peak) = gateway::memory(gw.pid())?;
+    let load_peak = procfs::memory(gw.pid())?.peak;
     drop(gw);
 
     let mut idle = Vec::new();
@@ -70,10 +70,10 @@ fn main() -> Result<()> {
         write_config(&config, providers, upstream.address)?;
         let gw = Gateway::start(&config, providers, &work.path().join(format!("gateway-idle-{providers}.log")))?;
         std::thread::sleep(Duration::from_secs(3));
-        let before = gateway::cpu_time(gw.pid(), ticks)?;
+        let before = procfs::cpu_time(gw.pid())?;
         std::thread::sleep(idle_seconds);
-        let cpu = gateway::cpu_time(gw.pid(), ticks)?.saturating_sub(before);
-        let (rss, _) = gateway::memory(gw.pid())?;
+        let cpu = procfs::cpu_time(gw.pid())?.saturating_sub(before);
+        let rss = procfs::memory(gw.pid())?.rss;
         eprintln!("idle, {providers} providers: {:.2} s CPU, {} RSS", cpu.as_secs_f64(), mib(rss));
         idle.push((providers, rss, cpu));
     }
@@ -195,7 +195,6 @@ fn measure(
     upstream: &upstream::Upstream,
     gw: &Gateway,
     seconds: Duration,
-    ticks: u64,
 ) -> Result<wrk::Measured> {
     let (scenario, connections) = (&case.scenario, case.connections);
     let provider = if case.slow { gateway::SLOW_PROVIDER } else { "bench" };
@@ -217,9 +216,9 @@ fn measure(
     let load = wrk::Load { url: &url, headers: &headers, body: &body };
     wrk::run(work, &load, connections, Duration::from_secs(2)).context("warm-up")?;
     let searches_before = upstream.searches();
-    let cpu_before = gateway::cpu_time(gw.pid(), ticks)?;
+    let cpu_before = procfs::cpu_time(gw.pid())?;
     let mut measured = wrk::run(work, &load, connections, seconds)?;
-    let cpu = gateway::cpu_time(gw.pid(), ticks)?.saturating_sub(cpu_before);
+    let cpu = procfs::cpu_time(gw.pid())?.saturating_sub(cpu_before);
     measured.gateway_cpu_per_request =
         (*scenario != Scenario::Direct).then(|| cpu.div_f64(measured.requests.max(1) as f64));
     let upstream_calls = upstream.searches() - searches_before;

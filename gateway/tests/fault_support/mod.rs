@@ -285,24 +285,14 @@ pub struct Reading {
 
 /// Read `pid`'s descriptors, its sockets to remote `port` and its memory.
 pub fn read_process(pid: u32, port: u16) -> Reading {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("read /proc/<pid>/status");
+    let memory = memgate_e2e::procfs::memory(pid).expect("the gateway's memory from /proc");
     let (inodes, fds) = socket_inodes(pid);
     Reading {
         fds,
         sockets_to_port: sockets_to_remote_port(&inodes, port),
-        rss_kib: status_kib(&status, "VmRSS:"),
-        hwm_kib: status_kib(&status, "VmHWM:"),
+        rss_kib: memory.rss / 1024,
+        hwm_kib: memory.peak / 1024,
     }
-}
-
-/// A `… kB` field of `/proc/<pid>/status`.
-fn status_kib(status: &str, field: &str) -> u64 {
-    status
-        .lines()
-        .find_map(|line| line.strip_prefix(field))
-        .and_then(|value| value.split_whitespace().next())
-        .and_then(|kib| kib.parse().ok())
-        .unwrap_or_else(|| panic!("{field} missing from /proc status"))
 }
 
 /// The socket inodes among `pid`'s descriptors, and how many descriptors it has.

@@ -9,10 +9,9 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use tokio::process::{Child, Command};
 
-use crate::support;
+use memgate_e2e::procfs::{self, Memory};
 
-/// Clock ticks per second in `/proc/<pid>/stat` (`USER_HZ`, 100 on every Linux ABI).
-const TICKS_PER_SECOND: f64 = 100.0;
+use crate::support;
 
 /// A running `memgate-operator run`.
 pub struct Operator {
@@ -21,15 +20,6 @@ pub struct Operator {
     log: PathBuf,
     /// `host:port` of `/metrics` and `/readyz`.
     pub address: String,
-}
-
-/// Memory of a process, in KiB, from `/proc/<pid>/status`.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct Memory {
-    /// Resident now (`VmRSS`).
-    pub rss_kib: u64,
-    /// Peak resident so far (`VmHWM`).
-    pub peak_kib: u64,
 }
 
 /// The operator binary: `$MEMGATE_RELEASE_DIR/memgate-operator` (bench/run.sh points it at copies
@@ -117,27 +107,11 @@ impl Operator {
 
     /// `VmRSS` and `VmHWM` now.
     pub fn memory(&self) -> Result<Memory> {
-        let path = format!("/proc/{}/status", self.pid);
-        let text = std::fs::read_to_string(&path).with_context(|| format!("reading {path}"))?;
-        let field = |name: &str| -> Result<u64> {
-            let line = text.lines().find_map(|l| l.strip_prefix(name)).with_context(|| format!("{name} in {path}"))?;
-            let kib = line.trim().trim_end_matches("kB").trim();
-            kib.parse().with_context(|| format!("{name} {kib:?}"))
-        };
-        Ok(Memory { rss_kib: field("VmRSS:")?, peak_kib: field("VmHWM:")? })
+        Ok(procfs::memory(self.pid)?)
     }
 
     /// CPU seconds used so far (user + system).
     pub fn cpu_seconds(&self) -> Result<f64> {
-        let path = format!("/proc/{}/stat", self.pid);
-        let text = std::fs::read_to_string(&path).with_context(|| format!("reading {path}"))?;
-        // Fields after the parenthesised command name, which may itself hold spaces.
-        let rest = text.rsplit_once(')').map(|(_, rest)| rest).with_context(|| format!("parsing {path}"))?;
-        let fields: Vec<&str> = rest.split_whitespace().collect();
-        // utime and stime are fields 14 and 15 of the line: 11 and 12 after the name (state, field 3, is 0).
-        let ticks = |i: usize| -> Result<f64> {
-            fields.get(i).and_then(|f| f.parse::<f64>().ok()).with_context(|| format!("field {i} of {path}"))
-        };
-        Ok((ticks(11)? + ticks(12)?) / TICKS_PER_SECOND)
+        Ok(procfs::cpu_time(self.pid)?.as_secs_f64())
     }
 }

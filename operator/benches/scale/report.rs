@@ -8,7 +8,9 @@ use k8s_openapi::jiff::Timestamp;
 
 use crate::Sizes;
 use crate::audit::{self, Log, Request, Tally};
-use crate::process::{Memory, Operator};
+use memgate_e2e::procfs::Memory;
+
+use crate::process::Operator;
 use crate::support;
 
 /// The start of a phase: when, and the operator's counters at that moment.
@@ -112,8 +114,8 @@ impl Outcome {
     }
 }
 
-fn mib(kib: u64) -> String {
-    format!("{:.1} MiB", kib as f64 / 1024.0)
+fn mib(bytes: u64) -> String {
+    format!("{:.1} MiB", bytes as f64 / (1024.0 * 1024.0))
 }
 
 fn per(count: usize, of: usize) -> f64 {
@@ -184,7 +186,7 @@ fn summary_rows(sizes: &Sizes, o: &Outcome) -> Vec<Vec<String>> {
     let audited_writes = after_start.writes_except("leases") - after_start.resources_writes("events");
     let counted_writes = support::metric_sum(&o.final_metrics, "memgate_operator_writes_total");
     let failed_after_startup = o.log.failures.iter().filter(|(r, _)| o.phase_of(r) != "startup").count();
-    let peak = o.mark("end").map_or(0, |m| m.memory.peak_kib).max(o.memory_at_rest.peak_kib);
+    let peak = o.mark("end").map_or(0, |m| m.memory.peak).max(o.memory_at_rest.peak);
     let row = |m: &str, v: String, t: &str| vec![m.to_string(), v, t.to_string()];
     vec![
         row(
@@ -230,10 +232,10 @@ fn summary_rows(sizes: &Sizes, o: &Outcome) -> Vec<Vec<String>> {
             &format!("<= {} (a GET per Secret per resync, {resyncs} resync(s))", n as u64 * resyncs),
         ),
         row("operator peak RSS (VmHWM)", mib(peak), "<= 256 MiB"),
-        row("operator RSS at rest (VmRSS after the quiet window)", mib(o.memory_at_rest.rss_kib), "<= 128 MiB"),
+        row("operator RSS at rest (VmRSS after the quiet window)", mib(o.memory_at_rest.rss), "<= 128 MiB"),
         row(
             "operator RSS when synced, before the first create",
-            o.mark("create").map_or("-".into(), |m| mib(m.memory.rss_kib)),
+            o.mark("create").map_or("-".into(), |m| mib(m.memory.rss)),
             "-",
         ),
         row(
@@ -293,7 +295,7 @@ fn phase_rows(o: &Outcome) -> Vec<Vec<String>> {
             row.extend(audit::VERBS.iter().filter(|v| **v != "deletecollection").map(|v| tally.verb(v).to_string()));
             row.push(tally.total().to_string());
             row.push(format!("{:.1}", to.cpu - from.cpu));
-            row.push(mib(to.memory.rss_kib));
+            row.push(mib(to.memory.rss));
             row.push(format!("{:.0}", to.reconciles - from.reconciles));
             row
         })
