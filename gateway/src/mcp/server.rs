@@ -172,7 +172,8 @@ impl ServerHandler for ContextSearchServer {
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {
-        // The transport asks for the tool on every 2026-07-28 call (to check `Mcp-Name` and the
+        // The transport asks for the tool on every 2026-07-28 call (rmcp 3.11.0
+        // `streamable_http_server/tower.rs`, `validate_standard_headers`, to check `Mcp-Name` and the
         // `Mcp-Param-*` headers): built once, cloned (its schema is shared, not copied).
         static TOOL: std::sync::LazyLock<Tool> = std::sync::LazyLock::new(tool);
         (name == TOOL_NAME).then(|| TOOL.clone())

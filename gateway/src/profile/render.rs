@@ -180,9 +180,13 @@ const TEXT_TAIL: &str = "]}}";
 /// each item's own text and a comma between items, so its length is their sum. Only the items
 /// are written (one at a time), which keeps [`fit`]'s repeated checks linear in the items.
 fn text_utf16_len(items: &[ProfileItem]) -> usize {
-    let mut notice = String::new();
-    js_json::push_string(&mut notice, NOTICE, true);
-    let fixed = utf16_len(TEXT_HEAD) + utf16_len(&notice) + utf16_len(TEXT_ITEMS) + utf16_len(TEXT_TAIL);
+    // The fixed parts never change: measured once.
+    static FIXED: std::sync::LazyLock<usize> = std::sync::LazyLock::new(|| {
+        let mut notice = String::new();
+        js_json::push_string(&mut notice, NOTICE, true);
+        utf16_len(TEXT_HEAD) + utf16_len(&notice) + utf16_len(TEXT_ITEMS) + utf16_len(TEXT_TAIL)
+    });
+    let fixed = *FIXED;
     let items_len: usize = items.iter().map(item_utf16_len).sum();
     fixed + items_len + items.len().saturating_sub(1)
 }
