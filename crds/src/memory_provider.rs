@@ -90,7 +90,7 @@ pub struct DialectSource {
     pub builtin: Option<String>,
     /// Name of a cluster-scoped `DialectPreset`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[x_kube(validation = Rule::new("self.size() <= 253 && self.matches('^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$')").message("spec.dialect.presetRef must be a DialectPreset name (lower-case DNS subdomain)"))]
+    #[x_kube(validation = Rule::new("self.size() <= 253 && self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*$')").message("spec.dialect.presetRef must be a DialectPreset name (lower-case DNS subdomain)"))]
     #[schemars(length(max = 253))]
     pub preset_ref: Option<String>,
 }
@@ -131,7 +131,7 @@ pub struct Credentials {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct SecretKeyRef {
     /// Secret name.
-    #[x_kube(validation = Rule::new("self.size() <= 253 && self.matches('^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$')").message("secretRef.name must be a Secret name (lower-case DNS subdomain)"))]
+    #[x_kube(validation = Rule::new("self.size() <= 253 && self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*$')").message("secretRef.name must be a Secret name (lower-case DNS subdomain)"))]
     #[schemars(length(max = 253))]
     pub name: String,
     /// Key inside the Secret's data.
@@ -188,7 +188,7 @@ pub struct NexentSpec {
     pub ingest: bool,
     /// PersistentVolumeClaim holding Nexent's plugin folder (default `nexent-memory-plugins`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[x_kube(validation = Rule::new("self.size() <= 253 && self.matches('^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$')").message("spec.nexent.pluginClaim must be a PersistentVolumeClaim name (lower-case DNS subdomain)"))]
+    #[x_kube(validation = Rule::new("self.size() <= 253 && self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*$')").message("spec.nexent.pluginClaim must be a PersistentVolumeClaim name (lower-case DNS subdomain)"))]
     #[schemars(length(max = 253))]
     pub plugin_claim: Option<String>,
 }
@@ -356,7 +356,7 @@ pub struct ServiceAccountRef {
     pub namespace: String,
     /// Name of the ServiceAccount; unset allows every ServiceAccount of the namespace.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[x_kube(validation = Rule::new("self.size() <= 253 && self.matches('^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$')").message("serviceAccounts.allowed[].name must be a ServiceAccount name"))]
+    #[x_kube(validation = Rule::new("self.size() <= 253 && self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*$')").message("serviceAccounts.allowed[].name must be a ServiceAccount name"))]
     #[schemars(length(max = 253))]
     pub name: Option<String>,
 }

@@ -7,7 +7,7 @@
 
 mod credential;
 mod dialect;
-mod names;
+pub mod names;
 mod oidc;
 mod origin;
 mod path;
