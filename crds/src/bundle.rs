@@ -1,18 +1,15 @@
-//! Cross-object resolution within a set of objects: what a MemoryProvider refers to.
+//! A folder's worth of objects to resolve providers against: the DialectPresets and Secrets given
+//! beside them.
 //!
-//! ```text
-//! [ MemoryProvider ] --dialect.presetRef--> [ DialectPreset ]      (cluster-scoped, by name)
-//!          |         --dialect.builtin-----> [ built-in dialect ] (compiled in, see `presets/`)
-//!          +--credentials / access.bearerToken--> [ Secret key ]  (same namespace)
-//! ```
-//!
-//! Used by the `validate` command on a folder of YAML and by the gateway's standalone mode; the
-//! operator builds the same [`Bundle`] from its watch caches.
+//! Used by `memgate-operator validate` on a folder of YAML and by the gateway's standalone mode.
+//! What a provider refers to, and what each finding means, is [`crate::references`]: the operator
+//! answers the same questions from its index and its reads of the API.
 
 use std::collections::BTreeMap;
 
-use crate::validation::{DialectView, Violation, credential_value, dialect_preset, provider_against_dialect};
-use crate::{DialectPresetSpec, MemoryProvider, SecretKeyRef};
+use crate::references::{self, DialectProblem, ResolvedDialect, SecretLookup, SecretUse};
+use crate::validation::{Credential, DialectView, Violation, dialect_preset, provider_against_dialect};
+use crate::{DialectPresetSpec, MemoryProvider};
 
 /// Secret data by `(namespace, name)`, key to bytes.
 pub type SecretStore = BTreeMap<(String, String), BTreeMap<String, Vec<u8>>>;
@@ -29,45 +26,55 @@ pub enum MissingSecrets {
 /// The objects references are resolved against.
 #[derive(Debug, Default, Clone)]
 pub struct Bundle {
-    /// DialectPresets by name, with whether each passed its own validation.
-    pub presets: BTreeMap<String, (DialectPresetSpec, bool)>,
+    /// DialectPresets by name.
+    pub presets: BTreeMap<String, DialectPresetSpec>,
     /// Secrets.
     pub secrets: SecretStore,
 }
 
 impl Bundle {
-    /// Add a DialectPreset; returns its own violations (it is kept either way, marked invalid).
+    /// Add a DialectPreset; returns its own violations (it is kept either way, and refused when
+    /// a provider names it).
     pub fn add_preset(&mut self, name: &str, spec: DialectPresetSpec) -> Vec<Violation> {
         let found = dialect_preset(name, &spec);
-        self.presets.insert(name.to_string(), (spec, found.is_empty()));
+        self.presets.insert(name.to_string(), spec);
         found
     }
-}
 
-/// Resolve a provider's dialect: a built-in through `builtin`, a preset through the bundle.
-pub fn resolve_dialect<'a>(
-    provider: &MemoryProvider,
-    bundle: &'a Bundle,
-    builtin: impl Fn(&str) -> Option<DialectView<'static>>,
-) -> Result<DialectView<'a>, Violation> {
-    let source = &provider.spec.dialect;
-    if let Some(id) = &source.builtin {
-        return builtin(id)
-            .ok_or_else(|| Violation::new("spec.dialect.builtin", format!("unknown built-in dialect \"{id}\"")));
+    /// Resolve a provider's dialect: a built-in through `builtin`, a preset through the bundle.
+    pub fn resolve_dialect<'a>(
+        &'a self,
+        provider: &'a MemoryProvider,
+        builtin: impl Fn(&str) -> Option<DialectView<'static>>,
+    ) -> Result<ResolvedDialect<'a>, Violation> {
+        references::resolve_dialect(&provider.spec.dialect, builtin, |name| self.presets.get(name).map(Ok)).map_err(
+            |problem| match problem {
+                DialectProblem::PresetInvalid { name, .. } => Violation::new(
+                    "spec.dialect.presetRef",
+                    format!("DialectPreset \"{name}\" is invalid; fix its own errors first"),
+                ),
+                other => other.violation(),
+            },
+        )
     }
-    let name = source.preset_ref.as_deref().unwrap_or_default();
-    match bundle.presets.get(name) {
-        Some((spec, true)) => Ok(DialectView { spec, can_write: false }),
-        Some((_, false)) => Err(Violation::new(
-            "spec.dialect.presetRef",
-            format!("DialectPreset \"{name}\" is invalid; fix its own errors first"),
-        )),
-        None => Err(Violation::new("spec.dialect.presetRef", format!("DialectPreset \"{name}\" not found"))),
+
+    /// What the bundle holds for one Secret key a provider in `namespace` uses.
+    pub fn lookup(&self, namespace: &str, secret_use: SecretUse<'_>) -> SecretLookup<'_> {
+        let name = &secret_use.secret_ref.name;
+        SecretLookup::of(self.secrets.get(&(namespace.to_string(), name.clone())), &secret_use.secret_ref.key)
+    }
+
+    /// The credential one Secret key a provider in `namespace` uses holds, or the violation.
+    pub fn credential(&self, namespace: &str, secret_use: SecretUse<'_>) -> Result<Credential, Violation> {
+        references::read_key(self.lookup(namespace, secret_use)).map_err(|verdict| {
+            verdict.violation(secret_use, namespace).unwrap_or_else(|| Violation::new(secret_use.field, "unusable"))
+        })
     }
 }
 
 /// Every cross-object rule of one provider: its dialect exists and fits its scope, and each
-/// referenced Secret key holds a usable value.
+/// referenced Secret key holds a usable value (an absent Secret is fine with
+/// [`MissingSecrets::Allowed`]).
 pub fn provider_references(
     provider: &MemoryProvider,
     bundle: &Bundle,
@@ -75,47 +82,19 @@ pub fn provider_references(
     missing_secrets: MissingSecrets,
 ) -> Vec<Violation> {
     let mut found = Vec::new();
-    match resolve_dialect(provider, bundle, builtin) {
-        Ok(view) => found.extend(provider_against_dialect(&provider.spec, view)),
+    match bundle.resolve_dialect(provider, builtin) {
+        Ok(dialect) => found.extend(provider_against_dialect(&provider.spec, dialect.view)),
         Err(v) => found.push(v),
     }
     let namespace = provider.metadata.namespace.as_deref().unwrap_or("default");
-    let mut refs = vec![("spec.credentials.secretRef", &provider.spec.credentials.secret_ref)];
-    if let Some(bearer) = &provider.spec.access.bearer_token {
-        refs.push(("spec.access.bearerToken.secretRef", &bearer.secret_ref));
-    }
-    for (field, secret_ref) in refs {
-        found.extend(secret_reference(field, namespace, secret_ref, &bundle.secrets, missing_secrets));
+    for secret_use in references::secret_uses(&provider.spec) {
+        let lookup = bundle.lookup(namespace, secret_use);
+        if lookup == SecretLookup::NoSecret && missing_secrets == MissingSecrets::Allowed {
+            continue;
+        }
+        found.extend(references::judge_key(lookup).violation(secret_use, namespace));
     }
     found
-}
-
-/// Check one Secret key reference; the message names the Secret and key, never the value.
-pub fn secret_reference(
-    field: &str,
-    namespace: &str,
-    secret_ref: &SecretKeyRef,
-    secrets: &SecretStore,
-    missing: MissingSecrets,
-) -> Option<Violation> {
-    let secret_name = &secret_ref.name;
-    let Some(data) = secrets.get(&(namespace.to_string(), secret_name.clone())) else {
-        return (missing == MissingSecrets::Refused).then(|| {
-            Violation::new(format!("{field}.name"), format!("Secret \"{namespace}/{secret_name}\" not found"))
-        });
-    };
-    let Some(value) = data.get(&secret_ref.key) else {
-        return Some(Violation::new(
-            format!("{field}.key"),
-            format!("Secret \"{namespace}/{secret_name}\" has no key \"{}\"", secret_ref.key),
-        ));
-    };
-    credential_value(field, value).err().map(|v| {
-        Violation::new(
-            v.field,
-            format!("Secret \"{namespace}/{secret_name}\" key \"{}\": {}", secret_ref.key, v.message),
-        )
-    })
 }
 
 #[cfg(test)]

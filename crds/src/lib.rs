@@ -7,7 +7,8 @@
 //! parsing of the YAML a person writes ([`manifest`]) and the CRD documents ([`crd`]). It performs
 //! no I/O but the bounded reading of YAML source files ([`source_file`]): the operator, the gateway
 //! and the `validate` command all call the same functions, so they can never disagree about what is
-//! valid or about what input is too large or not a file.
+//! valid, about what a provider refers to ([`references`]), or about what input is too large or
+//! not a file.
 
 pub mod builtin_ids;
 pub mod bundle;
@@ -15,6 +16,7 @@ pub mod crd;
 pub mod dialect_preset;
 pub mod manifest;
 pub mod memory_provider;
+pub mod references;
 pub mod source_file;
 pub mod status;
 pub mod validation;

@@ -13,6 +13,18 @@ use serde_json::Value;
 use crate::validation::Violation;
 use crate::{API_VERSION, DialectPreset, MemoryProvider};
 
+/// `apiVersion` of the document naming a mounted Secret folder, which the operator renders into a
+/// gateway's config in place of a Secret (the gateway reads it: gateway/src/config).
+pub const SECRET_MOUNT_API_VERSION: &str = "gateway.memgate.io/v1alpha1";
+/// `kind` of that document.
+pub const SECRET_MOUNT_KIND: &str = "SecretMount";
+
+/// True for a `SecretMount` document.
+pub fn is_secret_mount(value: &Value) -> bool {
+    value.get("apiVersion").and_then(Value::as_str) == Some(SECRET_MOUNT_API_VERSION)
+        && value.get("kind").and_then(Value::as_str) == Some(SECRET_MOUNT_KIND)
+}
+
 /// A YAML text that is not YAML at all (or not a sequence of mappings).
 #[derive(Debug, thiserror::Error)]
 #[error("not parsable as YAML: {0}")]

@@ -27,6 +27,7 @@ use std::sync::Arc;
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::api::DynamicObject;
 use memgate_crds::memory_provider::DEFAULT_PLUGIN_CLAIM;
+use memgate_crds::references::secret_uses;
 use memgate_crds::{DialectPresetSpec, DialectPresetStatus, MemoryProviderSpec, MemoryProviderStatus};
 
 /// A unit of reconciliation.
@@ -103,11 +104,9 @@ impl ProviderEntry {
         self.spec.as_ref().ok()
     }
 
+    /// Names of the Secrets it refers to (see `memgate_crds::references`).
     fn secret_names(&self) -> impl Iterator<Item = &str> {
-        let spec = self.spec();
-        let credentials = spec.map(|s| s.credentials.secret_ref.name.as_str());
-        let bearer = spec.and_then(|s| s.access.bearer_token.as_ref()).map(|b| b.secret_ref.name.as_str());
-        credentials.into_iter().chain(bearer)
+        self.spec().map(secret_uses).into_iter().flatten().map(|used| used.secret_ref.name.as_str())
     }
 
     /// The claim a Nexent provider writes its plugin into (`default` when its spec names none).

@@ -30,10 +30,11 @@ use crate::events::{Events, Regarding};
 use crate::index::{Index, Key, NamespaceView, PresetEntry, ProviderEntry};
 use crate::metrics::Metrics;
 use crate::render::{self, Gateway, GatewayInput, RenderError, ServedProvider};
-use crate::resolve::{self, KeyVerdict};
+use crate::resolve;
 use crate::settings::Settings;
 use crate::status::{self, GatewayState};
 use crate::validate::{self, Claims, ProviderVerdict};
+use memgate_crds::references::{KeyVerdict, wanted_keys};
 
 /// Everything a reconcile uses.
 pub struct Context {
@@ -133,7 +134,7 @@ async fn reconcile_namespace(ctx: &Context, namespace: &str) -> Result<(), Recon
 
     // Dereference: the referenced Secret keys (and the shared ledger's), judged and dropped.
     let gateway_settings = &ctx.settings.gateway;
-    let mut wanted = validate::wanted_secrets(&view.providers);
+    let mut wanted = wanted_keys(view.providers.iter().filter_map(ProviderEntry::spec));
     if let Some(ledger) = &gateway_settings.ledger {
         wanted.entry(ledger.name.clone()).or_default().insert(ledger.key.clone());
     }

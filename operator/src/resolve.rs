@@ -1,34 +1,18 @@
 //! Dereference: read the Secrets a namespace's providers refer to, by name, when it is reconciled.
 //!
-//! The only code of the operator that sees Secret data. Each referenced key is checked with the
-//! shared rule (`memgate_crds::validation::credential_value`: present, UTF-8, not blank, not a
-//! `${NAME}` placeholder, no control characters) and the Secret is dropped at once: its data is
-//! never cached, copied, logged or returned. Only a [`KeyVerdict`] leaves this module.
+//! The only code of the operator that sees Secret data. Each referenced key is judged with the
+//! shared rule (`memgate_crds::references::judge_key`: present, UTF-8, not blank, not a `${NAME}`
+//! placeholder, no control characters) and the Secret is dropped at once: its data is never
+//! cached, copied, logged or returned. Only a [`KeyVerdict`] leaves this module.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::Secret;
 use kube::Api;
-use memgate_crds::validation::credential_value;
-
-/// What a Secret key reference resolved to.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum KeyVerdict {
-    /// The key holds a usable value.
-    Usable,
-    /// The Secret does not exist.
-    SecretNotFound,
-    /// The Secret has no such key.
-    KeyMissing,
-    /// The value breaks the credential rule; the rule's message (never the value).
-    Unusable(String),
-}
+use memgate_crds::references::{KeyVerdict, SecretLookup, WantedKeys, judge_key};
 
 /// Verdicts by `(secret name, key)`.
 pub type SecretVerdicts = BTreeMap<(String, String), KeyVerdict>;
-
-/// Keys wanted per Secret name.
-pub type WantedKeys = BTreeMap<String, BTreeSet<String>>;
 
 /// GET each wanted Secret once and judge each wanted key. A missing Secret is a verdict, not an
 /// error; any other API failure is returned (the reconcile is retried with backoff).
@@ -42,27 +26,21 @@ pub async fn read_secrets(api: &Api<Secret>, wanted: &WantedKeys) -> Result<Secr
     Ok(verdicts)
 }
 
-/// Judge the wanted keys of one Secret (or of its absence).
-pub fn judge(name: &str, secret: Option<&Secret>, keys: &BTreeSet<String>) -> SecretVerdicts {
-    keys.iter()
-        .map(|key| {
-            let verdict = match secret {
-                None => KeyVerdict::SecretNotFound,
-                Some(secret) => match secret.data.as_ref().and_then(|d| d.get(key)) {
-                    None => KeyVerdict::KeyMissing,
-                    Some(value) => match credential_value(key, &value.0) {
-                        Ok(_) => KeyVerdict::Usable,
-                        Err(violation) => KeyVerdict::Unusable(violation.message),
-                    },
-                },
-            };
-            ((name.to_string(), key.clone()), verdict)
-        })
-        .collect()
+/// Judge the wanted keys of one Secret (or of its absence) with the shared rule.
+pub fn judge<'a>(name: &str, secret: Option<&Secret>, keys: impl IntoIterator<Item = &'a String>) -> SecretVerdicts {
+    let lookup = |key: &str| match secret {
+        None => SecretLookup::NoSecret,
+        Some(secret) => {
+            secret.data.as_ref().and_then(|d| d.get(key)).map_or(SecretLookup::NoKey, |v| SecretLookup::Value(&v.0))
+        }
+    };
+    keys.into_iter().map(|key| ((name.to_string(), key.clone()), judge_key(lookup(key)))).collect()
 }
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeSet;
+
     use k8s_openapi::ByteString;
 
     use super::*;

@@ -1,21 +1,21 @@
 //! Validate: the verdict on each provider of a namespace, from the index and the Secret verdicts.
 //!
 //! Pure. Every rule is the shared one of `memgate-crds` (the same functions `memgate-operator
-//! validate` and the gateway call), so the operator never renders what the gateway would refuse.
-//! The checks run in the order a person fixes things: the spec on its own, then its dialect, then
-//! the spec against the dialect, then the Secrets and the plugin claim.
+//! validate` and the gateway call), and what a provider refers to is answered by
+//! `memgate_crds::references`, so the operator never renders what the gateway would refuse. The
+//! checks run in the order a person fixes things: the spec on its own, then its dialect, then the
+//! spec against the dialect, then the Secrets and the plugin claim. Never performs I/O.
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use memgate_crds::validation::{
-    DialectView, Violation, dialect_preset, memory_provider, provider_against_dialect, provider_identity,
-};
-use memgate_crds::{MemoryProviderSpec, PinnedPreset, SecretKeyRef};
+use memgate_crds::references::{DialectProblem, KeyVerdict, resolve_dialect, secret_uses};
+use memgate_crds::validation::{Violation, memory_provider, provider_against_dialect, provider_identity};
+use memgate_crds::{MemoryProviderSpec, PinnedPreset};
 use sha2::{Digest, Sha256};
 
 use crate::index::{PresetEntry, ProviderEntry};
 use crate::reasons::{Problem, Reason};
-use crate::resolve::{KeyVerdict, SecretVerdicts, WantedKeys};
+use crate::resolve::SecretVerdicts;
 
 /// The state of a provider's references.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -48,26 +48,6 @@ impl ProviderVerdict {
     pub fn served(&self) -> bool {
         self.enabled && self.accepted.is_ok() && self.refs == Refs::Resolved
     }
-}
-
-/// Every Secret key the providers refer to (credentials and bearer tokens), by Secret name.
-pub fn wanted_secrets<'a>(providers: impl IntoIterator<Item = &'a ProviderEntry>) -> WantedKeys {
-    let mut wanted = WantedKeys::new();
-    for spec in providers.into_iter().filter_map(ProviderEntry::spec) {
-        for secret_ref in secret_refs(spec).into_iter().map(|(_, r)| r) {
-            wanted.entry(secret_ref.name.clone()).or_default().insert(secret_ref.key.clone());
-        }
-    }
-    wanted
-}
-
-/// The Secret references of a provider with the field naming each.
-pub fn secret_refs(spec: &MemoryProviderSpec) -> Vec<(&'static str, &SecretKeyRef)> {
-    let mut refs = vec![("spec.credentials.secretRef", &spec.credentials.secret_ref)];
-    if let Some(bearer) = &spec.access.bearer_token {
-        refs.push(("spec.access.bearerToken.secretRef", &bearer.secret_ref));
-    }
-    refs
 }
 
 /// The PersistentVolumeClaims of a namespace, and the claim a Nexent provider naming none uses
@@ -112,18 +92,21 @@ pub fn verdict(
         result.accepted = Err(invalid(&found));
         return result;
     }
-    let dialect = match resolve_dialect(spec, presets) {
-        Ok((id, view, pinned)) => {
-            result.dialect = Some(id);
-            result.preset = pinned;
-            view
-        }
+    let lookup = |name: &str| presets.get(name).map(|entry| entry.spec.as_ref().map_err(Clone::clone));
+    let dialect = match resolve_dialect(&spec.dialect, memgate_presets::view, lookup) {
+        Ok(dialect) => dialect,
         Err(problem) => {
-            result.refs = Refs::Unresolved(problem);
+            result.refs = Refs::Unresolved(dialect_problem(&problem));
             return result;
         }
     };
-    let against = provider_against_dialect(spec, dialect);
+    result.dialect = Some(dialect.id.to_string());
+    result.preset = presets.get(dialect.id).filter(|_| dialect.is_preset).map(|entry| PinnedPreset {
+        name: dialect.id.to_string(),
+        uid: entry.uid.clone(),
+        spec_hash: spec_hash(dialect.view.spec),
+    });
+    let against = provider_against_dialect(spec, dialect.view);
     if !against.is_empty() {
         result.accepted = Err(invalid(&against));
         return result;
@@ -140,38 +123,15 @@ fn invalid(found: &[Violation]) -> Problem {
     Problem::new(Reason::InvalidSpec, lines.join("; "))
 }
 
-/// The dialect of a provider: its id, its grammar and, for a DialectPreset, the pinned object.
-fn resolve_dialect<'a>(
-    spec: &MemoryProviderSpec,
-    presets: &'a BTreeMap<String, PresetEntry>,
-) -> Result<(String, DialectView<'a>, Option<PinnedPreset>), Problem> {
-    if let Some(id) = &spec.dialect.builtin {
-        // `memory_provider` already refused unknown and reserved ids.
-        let view = memgate_presets::view(id).ok_or_else(|| {
-            Problem::new(Reason::InvalidSpec, format!("spec.dialect.builtin: unknown built-in dialect \"{id}\""))
-        })?;
-        return Ok((id.clone(), view, None));
-    }
-    let name = spec.dialect.preset_ref.as_deref().unwrap_or_default();
-    let Some(preset) = presets.get(name) else {
-        return Err(Problem::new(
-            Reason::DialectNotFound,
-            format!("spec.dialect.presetRef: DialectPreset \"{name}\" not found; create it or fix the name"),
-        ));
+/// The reason of a dialect that could not be resolved.
+fn dialect_problem(problem: &DialectProblem) -> Problem {
+    let reason = match problem {
+        // `memory_provider` already refused unknown and reserved ids: a bug if it happens.
+        DialectProblem::UnknownBuiltin(_) => Reason::InvalidSpec,
+        DialectProblem::PresetNotFound(_) => Reason::DialectNotFound,
+        DialectProblem::PresetInvalid { .. } => Reason::DialectNotAccepted,
     };
-    let not_accepted = |why: String| {
-        Problem::new(
-            Reason::DialectNotAccepted,
-            format!("spec.dialect.presetRef: DialectPreset \"{name}\" is invalid ({why}); fix the DialectPreset first"),
-        )
-    };
-    let preset_spec = preset.spec.as_ref().map_err(|e| not_accepted(format!("cannot be read: {e}")))?;
-    let found = dialect_preset(name, preset_spec);
-    if !found.is_empty() {
-        return Err(not_accepted(found.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ")));
-    }
-    let pinned = PinnedPreset { name: name.to_string(), uid: preset.uid.clone(), spec_hash: spec_hash(preset_spec) };
-    Ok((name.to_string(), DialectView { spec: preset_spec, can_write: false }, Some(pinned)))
+    Problem::new(reason, problem.violation().to_string())
 }
 
 /// SHA-256 of a spec's JSON, first 16 hex characters.
@@ -181,24 +141,19 @@ pub fn spec_hash<T: serde::Serialize>(spec: &T) -> String {
     digest.iter().take(8).map(|b| format!("{b:02x}")).collect()
 }
 
+/// The Secret problems of a provider: the reason of the first, the messages of all.
 fn secret_problem(namespace: &str, spec: &MemoryProviderSpec, secrets: &SecretVerdicts) -> Option<Problem> {
     let mut worst: Option<Problem> = None;
-    for (field, secret_ref) in secret_refs(spec) {
-        let (name, key) = (&secret_ref.name, &secret_ref.key);
-        let at = format!("Secret \"{namespace}/{name}\"");
-        let problem = match secrets.get(&(name.clone(), key.clone())) {
-            Some(KeyVerdict::Usable) => continue,
-            Some(KeyVerdict::SecretNotFound) | None => Problem::new(
-                Reason::SecretNotFound,
-                format!("{field}.name: {at} not found; create it in this namespace"),
-            ),
-            Some(KeyVerdict::KeyMissing) => {
-                Problem::new(Reason::SecretKeyMissing, format!("{field}.key: {at} has no key \"{key}\""))
-            }
-            Some(KeyVerdict::Unusable(why)) => {
-                Problem::new(Reason::SecretValueInvalid, format!("{field}: {at} key \"{key}\": {why}"))
-            }
+    for secret_use in secret_uses(spec) {
+        let (name, key) = (&secret_use.secret_ref.name, &secret_use.secret_ref.key);
+        let verdict = secrets.get(&(name.clone(), key.clone())).unwrap_or(&KeyVerdict::SecretNotFound);
+        let Some(violation) = verdict.violation(secret_use, namespace) else { continue };
+        let reason = match verdict {
+            KeyVerdict::Usable | KeyVerdict::SecretNotFound => Reason::SecretNotFound,
+            KeyVerdict::KeyMissing => Reason::SecretKeyMissing,
+            KeyVerdict::Unusable(_) => Reason::SecretValueInvalid,
         };
+        let problem = Problem::new(reason, violation.to_string());
         worst = Some(match worst {
             None => problem,
             Some(first) => Problem::new(first.reason, format!("{}; {}", first.message, problem.message)),
@@ -212,9 +167,7 @@ fn claim_problem(spec: &MemoryProviderSpec, claims: Claims<'_>) -> Option<Proble
     (spec.nexent.any() && !claims.present.contains(claim)).then(|| {
         Problem::new(
             Reason::PluginClaimNotFound,
-            format!(
-                "spec.nexent.pluginClaim: PersistentVolumeClaim \"{claim}\" not found in this namespace; create the claim Nexent mounts its plugins from, or turn spec.nexent off"
-            ),
+            format!("spec.nexent.pluginClaim: PersistentVolumeClaim \"{claim}\" not found in this namespace"),
         )
     })
 }
@@ -373,15 +326,5 @@ mod tests {
         spec["enabled"] = json!(false);
         let v = judge(spec, &usable());
         assert!(v.accepted.is_ok() && v.refs == Refs::Resolved && !v.served());
-    }
-
-    #[test]
-    fn wanted_secrets_gather_credentials_and_bearer_tokens() {
-        let mut spec = valid();
-        spec["access"] = json!({"bearerToken": {"secretRef": {"name": "callers", "key": "nexent"}}});
-        let entries = [entry(spec), entry(valid())];
-        let wanted = wanted_secrets(&entries);
-        assert_eq!(wanted.len(), 2);
-        assert!(wanted["callers"].contains("nexent") && wanted["mem0-api"].contains("api-key"));
     }
 }

@@ -7,16 +7,15 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use memgate_crds::bundle::{Bundle, MissingSecrets, provider_references, resolve_dialect};
-use memgate_crds::manifest::{Object, classify, identity, secret_data};
-use memgate_crds::validation::{
-    Credential, Violation, credential_value, memory_provider, parse_origin, provider_identity,
-};
-use memgate_crds::{MemoryProvider, SecretKeyRef};
+use memgate_crds::MemoryProvider;
+use memgate_crds::bundle::{Bundle, MissingSecrets, provider_references};
+use memgate_crds::manifest::{Object, classify, identity, is_secret_mount, secret_data};
+use memgate_crds::references::{bearer_token_use, credential_use};
+use memgate_crds::validation::{Violation, memory_provider, parse_origin, provider_identity};
 use memgate_presets::ContentEncoding;
 use serde_json::Value;
 
-use super::model::{Access, Provider, SECRET_MOUNT_API_VERSION, SECRET_MOUNT_KIND, Snapshot};
+use super::model::{Access, Provider, Snapshot};
 use crate::engine::Target;
 
 /// Why a config could not be built: one line per problem, naming the document and the field.
@@ -97,29 +96,20 @@ pub fn build_snapshot(
     if problems.is_empty() { Ok(snapshot) } else { Err(BuildError { problems }) }
 }
 
-fn is_secret_mount(value: &Value) -> bool {
-    value.get("apiVersion").and_then(Value::as_str) == Some(SECRET_MOUNT_API_VERSION)
-        && value.get("kind").and_then(Value::as_str) == Some(SECRET_MOUNT_KIND)
-}
-
 /// Resolve an already validated provider into what is served.
 fn resolve(provider: &MemoryProvider, bundle: &Bundle) -> Result<Provider, Violation> {
     let spec = &provider.spec;
     let namespace = provider.metadata.namespace.clone().unwrap_or_else(|| "default".into());
-    let view = resolve_dialect(provider, bundle, memgate_presets::view)?;
+    let dialect = bundle.resolve_dialect(provider, memgate_presets::view)?;
     let builtin = spec.dialect.builtin.as_deref().and_then(memgate_presets::get);
-    let dialect_id = spec.dialect.builtin.clone().or_else(|| spec.dialect.preset_ref.clone()).unwrap_or_default();
     let origin = parse_origin("spec.endpoint.origin", &spec.endpoint.origin, spec.endpoint.allow_insecure_http)?;
-    let credential = read_credential(bundle, &namespace, "spec.credentials.secretRef", &spec.credentials.secret_ref)?;
-    let bearer_token = match &spec.access.bearer_token {
-        Some(b) => Some(read_credential(bundle, &namespace, "spec.access.bearerToken.secretRef", &b.secret_ref)?),
-        None => None,
-    };
+    let credential = bundle.credential(&namespace, credential_use(spec))?;
+    let bearer_token = bearer_token_use(spec).map(|used| bundle.credential(&namespace, used)).transpose()?;
     Ok(Provider {
         name: provider.metadata.name.clone().unwrap_or_default(),
         namespace,
-        dialect_id,
-        dialect: view.spec.clone(),
+        dialect_id: dialect.id.to_string(),
+        dialect: dialect.view.spec.clone(),
         encoding: builtin.map_or(ContentEncoding::Plain, |b| b.content_encoding),
         write: builtin.and_then(|b| b.write.clone()),
         target: Target {
@@ -142,29 +132,11 @@ fn resolve(provider: &MemoryProvider, bundle: &Bundle) -> Result<Provider, Viola
     })
 }
 
-fn read_credential(
-    bundle: &Bundle,
-    namespace: &str,
-    field: &str,
-    secret_ref: &SecretKeyRef,
-) -> Result<Credential, Violation> {
-    let value = bundle
-        .secrets
-        .get(&(namespace.to_string(), secret_ref.name.clone()))
-        .and_then(|data| data.get(&secret_ref.key))
-        .ok_or_else(|| {
-            Violation::new(
-                field,
-                format!("Secret \"{namespace}/{}\" key \"{}\" not found", secret_ref.name, secret_ref.key),
-            )
-        })?;
-    credential_value(field, value)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use memgate_crds::manifest::documents;
+    use memgate_crds::validation::Credential;
 
     const PROVIDER: &str = r#"
 apiVersion: memgate.io/v1alpha1

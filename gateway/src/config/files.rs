@@ -16,12 +16,12 @@ use std::hash::{DefaultHasher, Hash, Hasher};
 use std::io;
 use std::path::{Path, PathBuf};
 
-use memgate_crds::manifest::documents;
+use memgate_crds::manifest::{documents, is_secret_mount};
 use memgate_crds::source_file::{ReadLimits, SourceError, SourceReader, collect_yaml_files};
 use serde_json::Value;
 
 use super::build::{BuildError, SourcedDocument, build_snapshot};
-use super::model::{SECRET_MOUNT_API_VERSION, SECRET_MOUNT_KIND, Snapshot};
+use super::model::Snapshot;
 
 /// Why a config folder could not be loaded.
 #[derive(Debug, thiserror::Error)]
@@ -198,9 +198,7 @@ pub fn failure_fingerprint(err: &LoadError) -> u64 {
 type MountedSecret = ((String, String), PathBuf);
 
 fn secret_mount(source_name: &str, value: &Value, dir: &Path) -> Result<Option<MountedSecret>, LoadError> {
-    let is_mount = value.get("apiVersion").and_then(Value::as_str) == Some(SECRET_MOUNT_API_VERSION)
-        && value.get("kind").and_then(Value::as_str) == Some(SECRET_MOUNT_KIND);
-    if !is_mount {
+    if !is_secret_mount(value) {
         return Ok(None);
     }
     let bad =
@@ -253,6 +251,8 @@ fn source_error(path: &Path, err: &SourceError) -> LoadError {
 
 #[cfg(test)]
 mod tests {
+    use memgate_crds::manifest::{SECRET_MOUNT_API_VERSION, SECRET_MOUNT_KIND};
+
     use super::*;
 
     const PROVIDER: &str = r#"

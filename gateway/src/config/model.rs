@@ -9,10 +9,7 @@ use memgate_presets::{ContentEncoding, WriteContract};
 
 use crate::engine::Target;
 
-/// `apiVersion` of the rendered-config document naming a mounted Secret.
-pub const SECRET_MOUNT_API_VERSION: &str = "gateway.memgate.io/v1alpha1";
-/// `kind` of the rendered-config document naming a mounted Secret.
-pub const SECRET_MOUNT_KIND: &str = "SecretMount";
+pub use memgate_crds::manifest::{SECRET_MOUNT_API_VERSION, SECRET_MOUNT_KIND};
 
 /// Everything served, keyed by provider name (the URL segment of `/mcp/<name>`).
 #[derive(Debug, Default)]

@@ -11,20 +11,15 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use memgate_crds::{API_VERSION, SecretKeyRef};
+use memgate_crds::API_VERSION;
+use memgate_crds::manifest::{SECRET_MOUNT_API_VERSION, SECRET_MOUNT_KIND};
+use memgate_crds::references::{WantedKeys, wanted_keys};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
+use super::layout::{CONFIG_KEY, SECRETS_FOLDER, claim_config_key};
 use super::{GatewayInput, RenderError, ServedProvider};
 use crate::settings::LedgerSecret;
-use crate::validate::secret_refs;
-
-/// ConfigMap key of the serving config.
-pub const CONFIG_KEY: &str = "gateway.yaml";
-/// `apiVersion` of a SecretMount document (gateway/src/config/model.rs).
-pub const SECRET_MOUNT_API_VERSION: &str = "gateway.memgate.io/v1alpha1";
-/// `kind` of a SecretMount document.
-pub const SECRET_MOUNT_KIND: &str = "SecretMount";
 
 /// The rendered files and what the pod must mount for them.
 #[derive(Debug, Clone, PartialEq)]
@@ -82,7 +77,7 @@ pub fn render_files(input: &GatewayInput<'_>, default_claim: &str) -> Result<Fil
     }
     let mut claims = Vec::new();
     for (i, (claim, providers)) in by_claim.into_iter().enumerate() {
-        let key = format!("nexent-{i}.yaml");
+        let key = claim_config_key(i);
         data.insert(key.clone(), config_text(input.namespace, &providers)?);
         claims.push(ClaimFiles { claim: claim.to_string(), key, secrets: mounted_secrets(&providers) });
     }
@@ -90,14 +85,8 @@ pub fn render_files(input: &GatewayInput<'_>, default_claim: &str) -> Result<Fil
 }
 
 /// Secret names and keys a set of providers reference.
-fn mounted_secrets(providers: &[ServedProvider<'_>]) -> BTreeMap<String, BTreeSet<String>> {
-    let mut secrets: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-    for provider in providers {
-        for (_, SecretKeyRef { name, key }) in secret_refs(provider.spec) {
-            secrets.entry(name.clone()).or_default().insert(key.clone());
-        }
-    }
-    secrets
+fn mounted_secrets(providers: &[ServedProvider<'_>]) -> WantedKeys {
+    wanted_keys(providers.iter().map(|p| p.spec))
 }
 
 /// One config file: presets, then providers, then Secret mounts, each in name order.
@@ -125,7 +114,7 @@ fn config_text(namespace: &str, providers: &[ServedProvider<'_>]) -> Result<Stri
             "apiVersion": SECRET_MOUNT_API_VERSION,
             "kind": SECRET_MOUNT_KIND,
             "metadata": {"name": name, "namespace": namespace},
-            "path": format!("../{}/{name}", super::pod::SECRETS_FOLDER),
+            "path": format!("../{SECRETS_FOLDER}/{name}"),
         }));
     }
     let mut text = String::from("# Rendered by memgate-operator; edits are overwritten.\n");

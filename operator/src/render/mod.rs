@@ -16,6 +16,7 @@
 //! as names and keys to mount.
 
 mod config;
+pub mod layout;
 mod objects;
 mod pod;
 
@@ -29,8 +30,7 @@ use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use memgate_crds::{DialectPresetSpec, MemoryProviderSpec, ServiceAccountVerification};
 
-pub use config::{CONFIG_KEY, SECRET_MOUNT_API_VERSION, SECRET_MOUNT_KIND};
-pub use pod::{CONFIG_DIR, SECRETS_DIR};
+pub use layout::{CONFIG_DIR, CONFIG_KEY, SECRETS_DIR};
 
 use crate::settings::GatewaySettings;
 

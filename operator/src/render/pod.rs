@@ -1,14 +1,7 @@
 //! The gateway Deployment: the serving container, one `write-nexent-plugins` init container per
 //! plugin claim, the volumes they mount and the pod's security settings.
 //!
-//! Mount layout (every path read-only except the plugin claims):
-//!
-//! ```text
-//! /etc/memgate/config/gateway.yaml          ConfigMap key gateway.yaml     (serve --config)
-//! /etc/memgate/secrets/<secret>/<key>       each referenced Secret, only the referenced keys
-//! /etc/memgate/nexent-<i>/gateway.yaml      ConfigMap key nexent-<i>.yaml  (init container i)
-//! /var/lib/memgate/plugins-<i>/             PersistentVolumeClaim i        (init container i, writable)
-//! ```
+//! The mount layout is [`super::layout`]; every path is read-only except the plugin claims.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -22,17 +15,12 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
-use super::config::{CONFIG_KEY, ClaimFiles, Files};
+use super::config::{ClaimFiles, Files};
+use super::layout::{CONFIG_DIR, CONFIG_KEY, SECRETS_DIR, claim_config_dir, claim_plugins_dir};
 use super::objects::Meta;
 use super::{CONFIG_HASH_ANNOTATION, GATEWAY_NAME, gateway_url, selector_labels};
 use crate::settings::GatewaySettings;
 
-/// Where the serving config is mounted (`serve --config`).
-pub const CONFIG_DIR: &str = "/etc/memgate/config";
-/// Folder holding one folder per mounted Secret.
-pub const SECRETS_DIR: &str = "/etc/memgate/secrets";
-/// [`SECRETS_DIR`] relative to the config folders' parent (what SecretMount paths name).
-pub(super) const SECRETS_FOLDER: &str = "secrets";
 /// User and group the gateway runs as (the image must allow it; no root needed).
 const RUN_AS: i64 = 65532;
 /// Name of the serving container.
@@ -231,8 +219,8 @@ pub fn allowed_hosts(namespace: &str, extra: &[String]) -> Vec<String> {
 
 /// Init container `i`: writes the plugins of the providers using claim `i` into it.
 fn plugin_container(i: usize, claim: &ClaimFiles, plan: &PodPlan<'_>, settings: &GatewaySettings) -> Container {
-    let config = format!("/etc/memgate/nexent-{i}");
-    let dest = format!("/var/lib/memgate/plugins-{i}");
+    let config = claim_config_dir(i);
+    let dest = claim_plugins_dir(i);
     let mut mounts =
         vec![mount(&format!("nexent-config-{i}"), &config, true), mount(&format!("plugins-{i}"), &dest, false)];
     mounts.extend(secret_mounts(&claim.secrets, plan.files));
