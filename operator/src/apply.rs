@@ -9,10 +9,12 @@
 //! that changes nothing is a no-op on the server.
 //!
 //! Deletions are explicit (a bare API server, like many clusters, runs no garbage collector),
-//! cluster-scoped bindings included. Never decides what is desired.
+//! cluster-scoped bindings included. [`ApplyTarget`] is the seam the reconciler writes through:
+//! [`Writer`] is the real one, unit tests record. Never decides what is desired.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::fmt::Debug;
+use std::future::Future;
 use std::sync::Mutex;
 
 use k8s_openapi::api::apps::v1::Deployment;
@@ -26,8 +28,8 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use sha2::{Digest, Sha256};
 
-use crate::index::OwnedKind;
 use crate::metrics::Metrics;
+use crate::owned::{Desired, Live, OwnedKind};
 use crate::render::{FIELD_MANAGER, GATEWAY_NAME, binding_name};
 
 /// A write that failed.
@@ -52,6 +54,18 @@ pub enum Applied<K> {
     Written(K),
     /// Already as desired: nothing sent.
     Unchanged,
+}
+
+/// Where a reconcile's writes of gateway objects go.
+pub trait ApplyTarget {
+    /// Apply `object` into the namespace's gateway (unless it is current); a written Deployment
+    /// comes back as the server returned it, for its rollout status.
+    fn apply(
+        &self,
+        object: Desired<'_>,
+    ) -> impl Future<Output = Result<Applied<Option<Deployment>>, ApplyError>> + Send;
+    /// Delete the namespace's object of `kind` if it exists.
+    fn delete(&self, kind: OwnedKind) -> impl Future<Output = Result<(), ApplyError>> + Send;
 }
 
 /// A gateway object kind: which [`OwnedKind`] it is and where it lives.
@@ -144,14 +158,14 @@ pub struct Writer<'a> {
     /// The gateway's namespace.
     pub namespace: &'a str,
     /// The owned objects present, with their resourceVersions (from the index).
-    pub live: &'a BTreeMap<OwnedKind, String>,
+    pub live: &'a Live,
     /// Write counters.
     pub metrics: &'a Metrics,
 }
 
 impl Writer<'_> {
     /// Apply `object` unless it is current.
-    pub async fn apply<K: Owned>(&self, object: &K) -> Result<Applied<K>, ApplyError> {
+    pub async fn apply_typed<K: Owned>(&self, object: &K) -> Result<Applied<K>, ApplyError> {
         let (kind, namespace) = (K::KIND, self.namespace);
         let live_version = self.live.get(&kind).map(String::as_str);
         if self.applier.is_current(kind, namespace, object, live_version) {
@@ -169,7 +183,7 @@ impl Writer<'_> {
     }
 
     /// Delete the `K` object of this gateway if it exists (one already gone is fine).
-    pub async fn delete<K: Owned>(&self) -> Result<(), ApplyError> {
+    pub async fn delete_typed<K: Owned>(&self) -> Result<(), ApplyError> {
         let (kind, namespace) = (K::KIND, self.namespace);
         self.applier.forget(kind, namespace);
         if !self.live.contains_key(&kind) {
@@ -183,6 +197,43 @@ impl Writer<'_> {
             }
             Err(kube::Error::Api(status)) if status.is_not_found() => Ok(()),
             Err(source) => Err(ApplyError { operation: "deleting", kind, namespace: namespace.to_string(), source }),
+        }
+    }
+}
+
+/// An apply's outcome without the written object (only the Deployment's is kept).
+fn written<K>(applied: Applied<K>) -> Applied<Option<Deployment>> {
+    match applied {
+        Applied::Written(_) => Applied::Written(None),
+        Applied::Unchanged => Applied::Unchanged,
+    }
+}
+
+impl ApplyTarget for Writer<'_> {
+    async fn apply(&self, object: Desired<'_>) -> Result<Applied<Option<Deployment>>, ApplyError> {
+        Ok(match object {
+            Desired::ConfigMap(o) => written(self.apply_typed(o).await?),
+            Desired::Service(o) => written(self.apply_typed(o).await?),
+            Desired::ServiceAccount(o) => written(self.apply_typed(o).await?),
+            Desired::ClusterRoleBinding(o) => written(self.apply_typed(o).await?),
+            Desired::NetworkPolicy(o) => written(self.apply_typed(o).await?),
+            Desired::PodDisruptionBudget(o) => written(self.apply_typed(o).await?),
+            Desired::Deployment(o) => match self.apply_typed(o).await? {
+                Applied::Written(deployment) => Applied::Written(Some(deployment)),
+                Applied::Unchanged => Applied::Unchanged,
+            },
+        })
+    }
+
+    async fn delete(&self, kind: OwnedKind) -> Result<(), ApplyError> {
+        match kind {
+            OwnedKind::ConfigMap => self.delete_typed::<ConfigMap>().await,
+            OwnedKind::Deployment => self.delete_typed::<Deployment>().await,
+            OwnedKind::Service => self.delete_typed::<Service>().await,
+            OwnedKind::ServiceAccount => self.delete_typed::<ServiceAccount>().await,
+            OwnedKind::ClusterRoleBinding => self.delete_typed::<ClusterRoleBinding>().await,
+            OwnedKind::NetworkPolicy => self.delete_typed::<NetworkPolicy>().await,
+            OwnedKind::PodDisruptionBudget => self.delete_typed::<PodDisruptionBudget>().await,
         }
     }
 }

@@ -114,6 +114,19 @@ enum Change<K> {
 }
 
 impl Feed {
+    /// Count one more watch toward [`Sync`] and drive it in `tasks`.
+    fn spawn<K: Send + 'static>(
+        &self,
+        tasks: &mut JoinSet<&'static str>,
+        resource: &'static str,
+        stream: impl Stream<Item = Result<Event<K>, watcher::Error>> + Send + 'static,
+        scope: Option<String>,
+        apply: impl Fn(&mut Index, Change<K>, Option<&str>) -> Vec<Key> + Send + 'static,
+    ) {
+        self.sync.pending.fetch_add(1, Ordering::SeqCst);
+        tasks.spawn(self.clone().run(resource, stream, scope, apply));
+    }
+
     /// Drive one watch stream into the index until it ends; `scope` is the namespace it covers.
     async fn run<K>(
         self,
@@ -192,21 +205,21 @@ fn scoped_dynamic(client: &Client, scope: Option<&str>, resource: &ApiResource) 
     }
 }
 
-/// Start every watch; returns the tasks (each ends only if its stream does).
+/// Start every watch; returns the tasks (each ends only if its stream does). Owned kinds are
+/// watched as [`OwnedKind::info`] says; every watch counts itself toward [`Sync`].
 fn spawn_watches(client: &Client, settings: &Settings, feed: &Feed, tasks: &mut JoinSet<&'static str>) {
     let scopes: Vec<Option<String>> = match &settings.watch_namespaces {
         Some(namespaces) => namespaces.iter().cloned().map(Some).collect(),
         None => vec![None],
     };
-    let owned = watcher::Config::default().labels(OWNED_SELECTOR);
-    let watches_per_scope = 9;
-    feed.sync.pending.store(scopes.len() * watches_per_scope + 2, Ordering::SeqCst);
+    // Held until every watch is spawned, so that a watch synced early cannot count as "all".
+    feed.sync.pending.store(1, Ordering::SeqCst);
 
     for scope in &scopes {
         let s = scope.as_deref();
         let providers = ApiResource::erase::<MemoryProvider>(&());
         let stream = watcher::watcher(scoped_dynamic(client, s, &providers), watcher::Config::default());
-        tasks.spawn(feed.clone().run("memoryproviders", stream, scope.clone(), |index, change, scope| match change {
+        feed.spawn(tasks, "memoryproviders", stream, scope.clone(), |index, change, scope| match change {
             Change::Apply(o) => ProviderEntry::from_dynamic(&o).map(|e| index.apply_provider(e)).unwrap_or_default(),
             Change::Delete(o) => {
                 let (ns, name) = name_of(&o);
@@ -215,8 +228,7 @@ fn spawn_watches(client: &Client, settings: &Settings, feed: &Feed, tasks: &mut 
             Change::Reset(list) => {
                 index.reset_providers(scope, list.iter().filter_map(ProviderEntry::from_dynamic).collect())
             }
-        }));
-
+        });
         spawn_metadata::<Secret>(tasks, feed, "secrets", scoped(client, s), scope, Index::secret, Index::reset_secrets);
         let claims = scoped(client, s);
         spawn_metadata::<PersistentVolumeClaim>(
@@ -228,60 +240,83 @@ fn spawn_watches(client: &Client, settings: &Settings, feed: &Feed, tasks: &mut 
             Index::claim,
             Index::reset_claims,
         );
-
-        spawn_owned::<ConfigMap>(tasks, feed, "configmaps", OwnedKind::ConfigMap, scoped(client, s), &owned, scope);
-        spawn_owned::<Service>(tasks, feed, "services", OwnedKind::Service, scoped(client, s), &owned, scope);
-        let accounts = scoped(client, s);
-        spawn_owned::<ServiceAccount>(
-            tasks,
-            feed,
-            "serviceaccounts",
-            OwnedKind::ServiceAccount,
-            accounts,
-            &owned,
-            scope,
-        );
-        let policies = scoped(client, s);
-        spawn_owned::<NetworkPolicy>(tasks, feed, "networkpolicies", OwnedKind::NetworkPolicy, policies, &owned, scope);
-        let budgets = scoped(client, s);
-        spawn_owned::<PodDisruptionBudget>(
-            tasks,
-            feed,
-            "poddisruptionbudgets",
-            OwnedKind::PodDisruptionBudget,
-            budgets,
-            &owned,
-            scope,
-        );
-
-        let stream = watcher::watcher(scoped::<Deployment>(client, s), owned.clone());
-        tasks.spawn(feed.clone().run("deployments", stream, scope.clone(), |index, change, scope| match change {
-            Change::Apply(d) => match name_of(&d) {
-                (ns, name) if name == GATEWAY_NAME => index.deployment(&ns, Some(d)),
-                _ => Vec::new(),
-            },
-            Change::Delete(d) => match name_of(&d) {
-                (ns, name) if name == GATEWAY_NAME => index.deployment(&ns, None),
-                _ => Vec::new(),
-            },
-            Change::Reset(list) => {
-                let ours = list.into_iter().filter_map(|d| match name_of(&d) {
-                    (ns, name) if name == GATEWAY_NAME => Some((ns, d)),
-                    _ => None,
-                });
-                index.reset_deployments(scope, ours.collect())
-            }
-        }));
+        for kind in OwnedKind::APPLY_ORDER.into_iter().filter(|k| !k.info().cluster_scoped) {
+            spawn_owned_kind(kind, client, s, feed, scope, tasks);
+        }
     }
 
     let presets = ApiResource::erase::<DialectPreset>(&());
     let stream = watcher::watcher(Api::<DynamicObject>::all_with(client.clone(), &presets), watcher::Config::default());
-    tasks.spawn(feed.clone().run("dialectpresets", stream, None, |index, change, _| match change {
+    feed.spawn(tasks, "dialectpresets", stream, None, |index, change, _| match change {
         Change::Apply(o) => PresetEntry::from_dynamic(&o).map(|e| index.apply_preset(e)).unwrap_or_default(),
         Change::Delete(o) => index.delete_preset(&name_of(&o).1),
         Change::Reset(list) => index.reset_presets(list.iter().filter_map(PresetEntry::from_dynamic).collect()),
-    }));
+    });
+    for kind in OwnedKind::APPLY_ORDER.into_iter().filter(|k| k.info().cluster_scoped) {
+        spawn_cluster_owned(kind, client, settings, feed, tasks);
+    }
+    feed.sync.synced_one();
+}
 
+/// The watch of one namespaced owned kind in `scope`.
+fn spawn_owned_kind(
+    kind: OwnedKind,
+    client: &Client,
+    s: Option<&str>,
+    feed: &Feed,
+    scope: &Option<String>,
+    tasks: &mut JoinSet<&'static str>,
+) {
+    let owned = watcher::Config::default().labels(OWNED_SELECTOR);
+    let resource = kind.info().plural;
+    match kind {
+        OwnedKind::ConfigMap => spawn_owned::<ConfigMap>(tasks, feed, resource, kind, scoped(client, s), &owned, scope),
+        OwnedKind::Service => spawn_owned::<Service>(tasks, feed, resource, kind, scoped(client, s), &owned, scope),
+        OwnedKind::ServiceAccount => {
+            spawn_owned::<ServiceAccount>(tasks, feed, resource, kind, scoped(client, s), &owned, scope)
+        }
+        OwnedKind::NetworkPolicy => {
+            spawn_owned::<NetworkPolicy>(tasks, feed, resource, kind, scoped(client, s), &owned, scope)
+        }
+        OwnedKind::PodDisruptionBudget => {
+            spawn_owned::<PodDisruptionBudget>(tasks, feed, resource, kind, scoped(client, s), &owned, scope)
+        }
+        OwnedKind::Deployment => {
+            // Whole objects: the rollout status is read from them.
+            let stream = watcher::watcher(scoped::<Deployment>(client, s), owned);
+            feed.spawn(tasks, resource, stream, scope.clone(), |index, change, scope| match change {
+                Change::Apply(d) => match name_of(&d) {
+                    (ns, name) if name == GATEWAY_NAME => index.deployment(&ns, Some(d)),
+                    _ => Vec::new(),
+                },
+                Change::Delete(d) => match name_of(&d) {
+                    (ns, name) if name == GATEWAY_NAME => index.deployment(&ns, None),
+                    _ => Vec::new(),
+                },
+                Change::Reset(list) => {
+                    let ours = list.into_iter().filter_map(|d| match name_of(&d) {
+                        (ns, name) if name == GATEWAY_NAME => Some((ns, d)),
+                        _ => None,
+                    });
+                    index.reset_deployments(scope, ours.collect())
+                }
+            });
+        }
+        OwnedKind::ClusterRoleBinding => {}
+    }
+}
+
+/// The watch of a cluster-scoped owned kind (the TokenReview binding): one per gateway namespace,
+/// named after it and labelled with it; restricted to the watched namespaces' labels when the
+/// operator is.
+fn spawn_cluster_owned(
+    kind: OwnedKind,
+    client: &Client,
+    settings: &Settings,
+    feed: &Feed,
+    tasks: &mut JoinSet<&'static str>,
+) {
+    let OwnedKind::ClusterRoleBinding = kind else { return };
     let mut bindings = OWNED_SELECTOR.to_string();
     if let Some(namespaces) = &settings.watch_namespaces {
         let list: Vec<&str> = namespaces.iter().map(String::as_str).collect();
@@ -291,25 +326,23 @@ fn spawn_watches(client: &Client, settings: &Settings, feed: &Feed, tasks: &mut 
         Api::<PartialObjectMeta<ClusterRoleBinding>>::all(client.clone()),
         watcher::Config::default().labels(&bindings),
     );
-    tasks.spawn(feed.clone().run("clusterrolebindings", stream, None, |index, change, _| {
+    feed.spawn(tasks, kind.info().plural, stream, None, move |index, change, _| {
         let gateway_namespace = |o: &PartialObjectMeta<ClusterRoleBinding>| {
             let ns = o.metadata.labels.as_ref()?.get(GATEWAY_NAMESPACE_LABEL)?.clone();
             (o.metadata.name.as_deref() == Some(binding_name(&ns).as_str())).then_some(ns)
         };
         match change {
-            Change::Apply(o) => gateway_namespace(&o)
-                .map(|ns| index.owned(OwnedKind::ClusterRoleBinding, &ns, version_of(&o)))
-                .unwrap_or_default(),
-            Change::Delete(o) => gateway_namespace(&o)
-                .map(|ns| index.owned(OwnedKind::ClusterRoleBinding, &ns, None))
-                .unwrap_or_default(),
+            Change::Apply(o) => {
+                gateway_namespace(&o).map(|ns| index.owned(kind, &ns, version_of(&o))).unwrap_or_default()
+            }
+            Change::Delete(o) => gateway_namespace(&o).map(|ns| index.owned(kind, &ns, None)).unwrap_or_default(),
             Change::Reset(list) => {
                 let listed =
                     list.iter().filter_map(|o| Some((gateway_namespace(o)?, version_of(o).unwrap_or_default())));
-                index.reset_owned(OwnedKind::ClusterRoleBinding, None, listed.collect())
+                index.reset_owned(kind, None, listed.collect())
             }
         }
-    }));
+    });
 }
 
 fn versions<K: Resource>(list: &[K]) -> Vec<(String, String, String)> {
@@ -339,7 +372,7 @@ fn spawn_metadata<K>(
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + std::fmt::Debug + Send + 'static,
 {
     let stream = watcher::watcher(api, watcher::Config::default());
-    tasks.spawn(feed.clone().run(resource, stream, scope.clone(), move |index, event, scope| match event {
+    feed.spawn(tasks, resource, stream, scope.clone(), move |index, event, scope| match event {
         Change::Apply(o) => {
             let (ns, name) = name_of(&o);
             change(index, &ns, &name, version_of(&o))
@@ -349,7 +382,7 @@ fn spawn_metadata<K>(
             change(index, &ns, &name, None)
         }
         Change::Reset(list) => reset(index, scope, versions(&list)),
-    }));
+    });
 }
 
 /// A metadata watch of one owned namespaced kind.
@@ -365,7 +398,7 @@ fn spawn_owned<K>(
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + std::fmt::Debug + Send + 'static,
 {
     let stream = watcher::watcher(api, config.clone());
-    tasks.spawn(feed.clone().run(resource, stream, scope.clone(), move |index, change, scope| match change {
+    feed.spawn(tasks, resource, stream, scope.clone(), move |index, change, scope| match change {
         Change::Apply(o) => match name_of(&o) {
             (ns, name) if name == GATEWAY_NAME => index.owned(kind, &ns, version_of(&o)),
             _ => Vec::new(),
@@ -381,7 +414,7 @@ fn spawn_owned<K>(
             });
             index.reset_owned(kind, scope, ours.collect())
         }
-    }));
+    });
 }
 
 /// Run the operator until `shutdown` resolves (Ok) or leadership is lost (Err).

@@ -24,6 +24,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
+pub use crate::owned::OwnedKind;
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::api::DynamicObject;
 use memgate_crds::memory_provider::DEFAULT_PLUGIN_CLAIM;
@@ -142,60 +143,6 @@ fn read_field<T: serde::de::DeserializeOwned>(data: &serde_json::Value, field: &
         "." => format!("{field}: {}", e.inner()),
         path => format!("{field}.{path}: {}", e.inner()),
     })
-}
-
-/// Gateway objects the operator owns, one of each per namespace.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum OwnedKind {
-    /// The rendered config.
-    ConfigMap,
-    /// The gateway pods.
-    Deployment,
-    /// The in-cluster address.
-    Service,
-    /// The gateway pods' identity.
-    ServiceAccount,
-    /// TokenReview rights of that identity (cluster-scoped, one per namespace).
-    ClusterRoleBinding,
-    /// Who may connect to the gateway pods (`--gateway-network-policy`).
-    NetworkPolicy,
-    /// Voluntary disruptions of the gateway pods (more than one replica only).
-    PodDisruptionBudget,
-}
-
-impl OwnedKind {
-    /// Every kind, in the order objects are applied (the NetworkPolicy and what the pods mount
-    /// before the Deployment, its PodDisruptionBudget after it).
-    pub const ALL: [OwnedKind; 7] = [
-        OwnedKind::ServiceAccount,
-        OwnedKind::ClusterRoleBinding,
-        OwnedKind::NetworkPolicy,
-        OwnedKind::ConfigMap,
-        OwnedKind::Service,
-        OwnedKind::Deployment,
-        OwnedKind::PodDisruptionBudget,
-    ];
-}
-
-impl OwnedKind {
-    /// The Kubernetes kind.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            OwnedKind::ConfigMap => "ConfigMap",
-            OwnedKind::Deployment => "Deployment",
-            OwnedKind::Service => "Service",
-            OwnedKind::ServiceAccount => "ServiceAccount",
-            OwnedKind::ClusterRoleBinding => "ClusterRoleBinding",
-            OwnedKind::NetworkPolicy => "NetworkPolicy",
-            OwnedKind::PodDisruptionBudget => "PodDisruptionBudget",
-        }
-    }
-}
-
-impl std::fmt::Display for OwnedKind {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
 }
 
 /// `(namespace, name)`.

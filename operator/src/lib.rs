@@ -20,6 +20,7 @@ pub mod http;
 pub mod index;
 pub mod leader;
 pub mod metrics;
+pub mod owned;
 pub mod queue;
 pub mod reasons;
 pub mod reconcile;

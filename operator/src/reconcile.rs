@@ -5,36 +5,35 @@
 //!
 //! ```text
 //! index view --resolve--> Secret verdicts --validate--> provider verdicts --render--> desired objects
-//!            --apply--> written / unchanged / deleted --status--> one status write per changed provider
+//!            --plan--> steps --apply--> written / unchanged / deleted --status--> one write per changed provider
 //! ```
 //!
-//! Only `resolve`, `apply` and the status write perform I/O; everything between is pure. A provider
-//! that is invalid or half-resolved only changes its own status: the others are rendered as if it
-//! were absent.
+//! Only `resolve`, the [`ApplyTarget`] and the status write perform I/O; what to apply, in which
+//! order, what to prune ([`decide`]) and which statuses to write (`status::provider_writes`) are
+//! pure and unit-tested here without an API server. A provider that is invalid or half-resolved
+//! only changes its own status: the others are rendered as if it were absent.
 
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service, ServiceAccount};
-use k8s_openapi::api::networking::v1::NetworkPolicy;
-use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
+use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{OwnerReference, Time};
 use k8s_openapi::jiff::Timestamp;
 use kube::{Api, Client};
+use memgate_crds::references::{KeyVerdict, WantedKeys, wanted_keys};
 use memgate_crds::{API_VERSION, MemoryProviderStatus};
 
-use crate::apply::{Applied, Applier, ApplyError, Writer};
+use crate::apply::{Applied, Applier, ApplyError, ApplyTarget, Writer};
 use crate::events::{Events, Regarding};
 use crate::index::{Index, Key, NamespaceView, PresetEntry, ProviderEntry};
 use crate::metrics::Metrics;
+use crate::owned::{Step, plan};
 use crate::render::{self, Gateway, GatewayInput, RenderError, ServedProvider};
-use crate::resolve;
-use crate::settings::Settings;
+use crate::resolve::{self, SecretVerdicts};
+use crate::settings::{GatewaySettings, Settings};
 use crate::status::{self, GatewayState};
 use crate::validate::{self, Claims, ProviderVerdict};
-use memgate_crds::references::{KeyVerdict, wanted_keys};
 
 /// Everything a reconcile uses.
 pub struct Context {
@@ -128,65 +127,119 @@ fn now() -> Time {
 
 async fn reconcile_namespace(ctx: &Context, namespace: &str) -> Result<(), ReconcileError> {
     let view = read_index(ctx).namespace(namespace);
+    let writer = writer(ctx, &view);
     if view.providers.is_empty() {
-        return remove_gateway(ctx, &view).await;
+        // The last provider of the namespace is gone: delete every gateway object still there.
+        execute(&writer, None, &plan(None, &view.owned)).await?;
+        return Ok(());
     }
 
     // Dereference: the referenced Secret keys (and the shared ledger's), judged and dropped.
-    let gateway_settings = &ctx.settings.gateway;
-    let mut wanted = wanted_keys(view.providers.iter().filter_map(ProviderEntry::spec));
-    if let Some(ledger) = &gateway_settings.ledger {
-        wanted.entry(ledger.name.clone()).or_default().insert(ledger.key.clone());
-    }
-    let secrets = resolve::read_secrets(&Api::<Secret>::namespaced(ctx.client.clone(), namespace), &wanted)
+    let secrets = resolve::read_secrets(&Api::<Secret>::namespaced(ctx.client.clone(), namespace), &wanted(ctx, &view))
         .await
         .map_err(|source| ReconcileError::Secrets { namespace: namespace.to_string(), source })?;
-    let ledger_available = gateway_settings
-        .ledger
-        .as_ref()
-        .is_some_and(|l| secrets.get(&(l.name.clone(), l.key.clone())) == Some(&KeyVerdict::Usable));
 
-    // Validate.
-    let claims = Claims { present: &view.claims, default: &gateway_settings.default_plugin_claim };
-    let verdicts: Vec<ProviderVerdict> =
-        view.providers.iter().map(|p| validate::verdict(p, &view.presets, &secrets, claims)).collect();
-
-    // Render.
-    let served: Vec<ServedProvider<'_>> = view
-        .providers
-        .iter()
-        .zip(&verdicts)
-        .filter(|(_, verdict)| verdict.served())
-        .filter_map(|(provider, _)| served_provider(provider, &view))
-        .collect();
-    let input = GatewayInput {
-        namespace,
-        served,
-        owners: view.providers.iter().map(owner_reference).collect(),
-        ledger_available,
+    // Validate and render (pure), then apply.
+    let decision = decide(&view, &secrets, &ctx.settings.gateway)?;
+    let written = execute(&writer, Some(&decision.gateway), &decision.steps).await?;
+    let deployment = match written {
+        Some(deployment) => {
+            // Status is computed from what was just written, not from a watch event still on its way.
+            write_index(ctx).deployment(namespace, Some(deployment.clone()));
+            Some(Arc::new(deployment))
+        }
+        None => view.deployment.clone(),
     };
-    let gateway = render::render(&input, gateway_settings)?;
-
-    // Apply.
-    let deployment = apply_gateway(ctx, &view, &gateway).await?;
 
     // Status.
     let state = GatewayState {
-        rollout: status::rollout(deployment.as_deref(), &gateway.config_hash),
+        rollout: status::rollout(deployment.as_deref(), &decision.gateway.config_hash),
         available: deployment.as_ref().and_then(|d| d.status.as_ref()).and_then(|s| s.available_replicas).unwrap_or(0),
-        base_url: render::gateway_url(namespace, gateway_settings.port),
-        replica_note: gateway.replica_note.clone(),
+        base_url: render::gateway_url(namespace, ctx.settings.gateway.port),
+        replica_note: decision.gateway.replica_note.clone(),
     };
     let mut first_error = None;
-    for (provider, verdict) in view.providers.iter().zip(&verdicts) {
-        let gateway_state = verdict.served().then_some(&state);
-        let desired = status::provider_status(provider, verdict, gateway_state, &now());
+    for (provider, desired) in status::provider_writes(&view.providers, &decision.verdicts, &state, &now()) {
         if let Err(error) = write_provider_status(ctx, provider, desired).await {
             // One status that cannot be written does not keep the others from being written.
             first_error.get_or_insert(error);
         }
     }
     first_error.map_or(Ok(()), Err)
+}
+
+/// The Secret keys a namespace's reconcile reads: its providers' and the shared ledger's.
+fn wanted(ctx: &Context, view: &NamespaceView) -> WantedKeys {
+    let mut wanted = wanted_keys(view.providers.iter().filter_map(ProviderEntry::spec));
+    if let Some(ledger) = &ctx.settings.gateway.ledger {
+        wanted.entry(ledger.name.clone()).or_default().insert(ledger.key.clone());
+    }
+    wanted
+}
+
+/// What a reconcile of a namespace with providers decided, before any write.
+#[derive(Debug)]
+pub struct Decision {
+    /// The verdict on each provider, in the view's order.
+    pub verdicts: Vec<ProviderVerdict>,
+    /// The desired gateway.
+    pub gateway: Gateway,
+    /// The writes, in order.
+    pub steps: Vec<Step>,
+}
+
+/// Validate every provider of `view`, render the gateway of those served and plan the writes
+/// against the live objects. Pure.
+pub fn decide(
+    view: &NamespaceView,
+    secrets: &SecretVerdicts,
+    settings: &GatewaySettings,
+) -> Result<Decision, RenderError> {
+    let ledger_available = settings
+        .ledger
+        .as_ref()
+        .is_some_and(|l| secrets.get(&(l.name.clone(), l.key.clone())) == Some(&KeyVerdict::Usable));
+    let claims = Claims { present: &view.claims, default: &settings.default_plugin_claim };
+    let verdicts: Vec<ProviderVerdict> =
+        view.providers.iter().map(|p| validate::verdict(p, &view.presets, secrets, claims)).collect();
+    let served: Vec<ServedProvider<'_>> = view
+        .providers
+        .iter()
+        .zip(&verdicts)
+        .filter(|(_, verdict)| verdict.served())
+        .filter_map(|(provider, _)| served_provider(provider, view))
+        .collect();
+    let input = GatewayInput {
+        namespace: &view.namespace,
+        served,
+        owners: view.providers.iter().map(owner_reference).collect(),
+        ledger_available,
+    };
+    let gateway = render::render(&input, settings)?;
+    let steps = plan(Some(&gateway.kinds()), &view.owned);
+    Ok(Decision { verdicts, gateway, steps })
+}
+
+/// Carry out `steps` in order through `target`, stopping at the first failure; returns the
+/// Deployment if it was written.
+pub async fn execute(
+    target: &impl ApplyTarget,
+    gateway: Option<&Gateway>,
+    steps: &[Step],
+) -> Result<Option<Deployment>, ApplyError> {
+    let mut written = None;
+    for step in steps {
+        match *step {
+            Step::Apply(kind) => {
+                let Some(object) = gateway.and_then(|g| g.object(kind)) else { continue };
+                if let Applied::Written(Some(deployment)) = target.apply(object).await? {
+                    written = Some(deployment);
+                }
+            }
+            Step::Delete(kind) => target.delete(kind).await?,
+        }
+    }
+    Ok(written)
 }
 
 /// The served form of a provider whose verdict says it is served.
@@ -212,48 +265,6 @@ fn owner_reference(provider: &ProviderEntry) -> OwnerReference {
     }
 }
 
-/// Apply every desired object and delete the optional ones (binding, NetworkPolicy,
-/// PodDisruptionBudget) that are no longer desired; returns the gateway Deployment as now known
-/// (as written, or as last watched).
-async fn apply_gateway(
-    ctx: &Context,
-    view: &NamespaceView,
-    gateway: &Gateway,
-) -> Result<Option<Arc<Deployment>>, ReconcileError> {
-    let writer = writer(ctx, view);
-    writer.apply(&gateway.service_account).await?;
-    match &gateway.binding {
-        Some(binding) => {
-            writer.apply(binding).await?;
-        }
-        None => writer.delete::<ClusterRoleBinding>().await?,
-    }
-    // Before the pods, so that they never run unprotected once the policy is asked for.
-    match &gateway.network_policy {
-        Some(policy) => {
-            writer.apply(policy).await?;
-        }
-        None => writer.delete::<NetworkPolicy>().await?,
-    }
-    writer.apply(&gateway.config_map).await?;
-    writer.apply(&gateway.service).await?;
-    let deployment = match writer.apply(&gateway.deployment).await? {
-        Applied::Written(deployment) => {
-            // Status is computed from what was just written, not from a watch event still on its way.
-            write_index(ctx).deployment(&view.namespace, Some(deployment.clone()));
-            Some(Arc::new(deployment))
-        }
-        Applied::Unchanged => view.deployment.clone(),
-    };
-    match &gateway.pod_disruption_budget {
-        Some(budget) => {
-            writer.apply(budget).await?;
-        }
-        None => writer.delete::<PodDisruptionBudget>().await?,
-    }
-    Ok(deployment)
-}
-
 fn writer<'a>(ctx: &'a Context, view: &'a NamespaceView) -> Writer<'a> {
     Writer {
         applier: &ctx.applier,
@@ -264,28 +275,12 @@ fn writer<'a>(ctx: &'a Context, view: &'a NamespaceView) -> Writer<'a> {
     }
 }
 
-/// The last provider of the namespace is gone: delete every gateway object still there.
-async fn remove_gateway(ctx: &Context, view: &NamespaceView) -> Result<(), ReconcileError> {
-    let writer = writer(ctx, view);
-    writer.delete::<PodDisruptionBudget>().await?;
-    writer.delete::<Deployment>().await?;
-    writer.delete::<Service>().await?;
-    writer.delete::<ConfigMap>().await?;
-    writer.delete::<NetworkPolicy>().await?;
-    writer.delete::<ClusterRoleBinding>().await?;
-    writer.delete::<ServiceAccount>().await?;
-    Ok(())
-}
-
 /// Write a provider's status when it differs from the stored one, and announce transitions.
 async fn write_provider_status(
     ctx: &Context,
     provider: &ProviderEntry,
     desired: MemoryProviderStatus,
 ) -> Result<(), ReconcileError> {
-    if desired == provider.status {
-        return Ok(());
-    }
     let written = status::write::provider(&ctx.client, &provider.namespace, &provider.name, &desired).await.map_err(
         |source| ReconcileError::Status {
             kind: "MemoryProvider",
@@ -333,4 +328,207 @@ async fn reconcile_preset(ctx: &Context, name: &str) -> Result<(), ReconcileErro
     let changed = status::transitions(&preset.status.conditions, &desired.conditions);
     ctx.events.transitions(&regarding, &changed, &ctx.metrics).await;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+    use std::sync::Mutex;
+
+    use clap::Parser;
+    use kube::api::DynamicObject;
+    use serde_json::{Value, json};
+
+    use super::*;
+    use crate::owned::OwnedKind::{
+        ClusterRoleBinding, ConfigMap, NetworkPolicy, PodDisruptionBudget, Service, ServiceAccount,
+    };
+    use crate::owned::{Desired, Live, OwnedKind};
+    use crate::settings::GatewayArgs;
+    use crate::status::Rollout;
+
+    /// The operator's own defaults (what `memgate-operator run` starts with).
+    fn settings() -> GatewaySettings {
+        #[derive(Parser)]
+        struct Cli {
+            #[command(flatten)]
+            gateway: GatewayArgs,
+        }
+        GatewaySettings::try_from(Cli::parse_from(["memgate-operator"]).gateway).expect("the defaults are valid")
+    }
+
+    fn provider(name: &str, secret: &str, access: Value) -> ProviderEntry {
+        let object: DynamicObject = serde_json::from_value(json!({
+            "apiVersion": "memgate.io/v1alpha1", "kind": "MemoryProvider",
+            "metadata": {"name": name, "namespace": "agents", "uid": format!("uid-{name}"), "generation": 1, "resourceVersion": "1"},
+            "spec": {
+                "dialect": {"builtin": "mem0-oss-rest-2026-08"},
+                "endpoint": {"origin": "https://mem0.example.com"},
+                "credentials": {"secretRef": {"name": secret, "key": "api-key"}},
+                "scope": {"userId": "u", "agentId": "a"},
+                "access": access,
+            },
+        }))
+        .expect("object");
+        ProviderEntry::from_dynamic(&object).expect("named")
+    }
+
+    fn anonymous(name: &str, secret: &str) -> ProviderEntry {
+        provider(name, secret, json!({"anonymous": true}))
+    }
+
+    fn view(providers: Vec<ProviderEntry>, live: &[OwnedKind]) -> NamespaceView {
+        NamespaceView {
+            namespace: "agents".into(),
+            providers,
+            owned: live.iter().map(|k| (*k, "7".to_string())).collect(),
+            ..NamespaceView::default()
+        }
+    }
+
+    fn usable(secrets: &[&str]) -> SecretVerdicts {
+        secrets.iter().map(|s| ((s.to_string(), "api-key".to_string()), KeyVerdict::Usable)).collect()
+    }
+
+    #[test]
+    fn a_new_namespace_gets_its_whole_gateway_identity_first_and_budget_last() {
+        let decision = decide(&view(vec![anonymous("p", "mem0-api")], &[]), &usable(&["mem0-api"]), &settings())
+            .expect("rendered");
+        assert_eq!(
+            decision.steps,
+            [
+                Step::Apply(ServiceAccount),
+                Step::Apply(ConfigMap),
+                Step::Apply(Service),
+                Step::Apply(OwnedKind::Deployment),
+                Step::Apply(PodDisruptionBudget),
+            ]
+        );
+        assert!(decision.verdicts[0].served());
+    }
+
+    #[test]
+    fn service_account_callers_bring_the_binding_and_losing_them_prunes_it_before_the_config() {
+        let callers = json!({"serviceAccounts": {"audience": "memgate", "allowed": [{"namespace": "agents"}]}});
+        let decision =
+            decide(&view(vec![provider("p", "mem0-api", callers)], &[]), &usable(&["mem0-api"]), &settings())
+                .expect("rendered");
+        assert_eq!(decision.steps[..2], [Step::Apply(ServiceAccount), Step::Apply(ClusterRoleBinding)]);
+
+        let live = [ServiceAccount, ClusterRoleBinding, ConfigMap, Service, OwnedKind::Deployment, PodDisruptionBudget];
+        let decision = decide(&view(vec![anonymous("p", "mem0-api")], &live), &usable(&["mem0-api"]), &settings())
+            .expect("rendered");
+        assert_eq!(
+            decision.steps[..3],
+            [Step::Apply(ServiceAccount), Step::Delete(ClusterRoleBinding), Step::Apply(ConfigMap)]
+        );
+    }
+
+    #[test]
+    fn a_provider_that_cannot_be_served_changes_only_its_own_status() {
+        let providers = vec![anonymous("good", "mem0-api"), anonymous("orphan", "gone")];
+        let decision = decide(&view(providers.clone(), &[]), &usable(&["mem0-api"]), &settings()).expect("rendered");
+        let config = &decision.gateway.config_map.data.as_ref().expect("data")["gateway.yaml"];
+        assert!(config.contains("name: good") && !config.contains("orphan"), "{config}");
+        assert!(!config.contains("name: gone"), "the missing Secret is not mounted");
+        assert!(decision.verdicts[0].served() && !decision.verdicts[1].served());
+        assert!(decision.steps.contains(&Step::Apply(OwnedKind::Deployment)), "the good provider is still served");
+    }
+
+    fn state() -> GatewayState {
+        GatewayState {
+            rollout: Rollout::Complete,
+            available: 2,
+            base_url: "http://memgate-gateway.agents.svc:8080".into(),
+            replica_note: None,
+        }
+    }
+
+    #[test]
+    fn statuses_are_written_when_they_change_and_an_unchanged_world_writes_none() {
+        let mut providers = vec![anonymous("good", "mem0-api"), anonymous("orphan", "gone")];
+        let decision = decide(&view(providers.clone(), &[]), &usable(&["mem0-api"]), &settings()).expect("rendered");
+        let now = Time(Timestamp::from_second(1_800_000_000).expect("time"));
+        let writes = status::provider_writes(&providers, &decision.verdicts, &state(), &now);
+        let reasons: Vec<(&str, String)> = writes
+            .iter()
+            .map(|(p, s)| {
+                let ready = s.conditions.iter().find(|c| c.type_ == "Ready").expect("Ready");
+                (p.name.as_str(), ready.reason.clone())
+            })
+            .collect();
+        assert_eq!(reasons, [("good", "Ready".to_string()), ("orphan", "SecretNotFound".to_string())]);
+        let written: Vec<MemoryProviderStatus> = writes.into_iter().map(|(_, s)| s).collect();
+        for (provider, status) in providers.iter_mut().zip(written) {
+            provider.status = status;
+        }
+        let later = Time(Timestamp::from_second(1_800_000_600).expect("time"));
+        assert!(status::provider_writes(&providers, &decision.verdicts, &state(), &later).is_empty());
+    }
+
+    /// Records every write; fails the first write of `fail_on`.
+    #[derive(Default)]
+    struct RecordingTarget {
+        steps: Mutex<Vec<Step>>,
+        fail_on: Option<OwnedKind>,
+    }
+
+    impl RecordingTarget {
+        fn record(&self, step: Step, kind: OwnedKind) -> Result<(), ApplyError> {
+            self.steps.lock().expect("lock").push(step);
+            if self.fail_on == Some(kind) {
+                let source =
+                    kube::Error::Api(Box::new(kube::core::Status::failure("refused by the test", "Forbidden")));
+                return Err(ApplyError { operation: "applying", kind, namespace: "agents".into(), source });
+            }
+            Ok(())
+        }
+
+        fn steps(&self) -> Vec<Step> {
+            self.steps.lock().expect("lock").clone()
+        }
+    }
+
+    impl ApplyTarget for RecordingTarget {
+        async fn apply(&self, object: Desired<'_>) -> Result<Applied<Option<Deployment>>, ApplyError> {
+            self.record(Step::Apply(object.kind()), object.kind())?;
+            Ok(match object {
+                Desired::Deployment(d) => Applied::Written(Some(d.clone())),
+                _ => Applied::Written(None),
+            })
+        }
+
+        async fn delete(&self, kind: OwnedKind) -> Result<(), ApplyError> {
+            self.record(Step::Delete(kind), kind)
+        }
+    }
+
+    #[tokio::test]
+    async fn execute_writes_in_plan_order_returns_the_deployment_and_stops_at_the_first_failure() {
+        let decision =
+            decide(&view(vec![anonymous("p", "mem0-api")], &[NetworkPolicy]), &usable(&["mem0-api"]), &settings())
+                .expect("rendered");
+        let target = RecordingTarget::default();
+        let written = execute(&target, Some(&decision.gateway), &decision.steps).await.expect("written");
+        assert_eq!(target.steps(), decision.steps);
+        assert_eq!(decision.steps[1], Step::Delete(NetworkPolicy), "the policy turned off is pruned");
+        assert_eq!(written.as_ref(), Some(&decision.gateway.deployment));
+
+        let failing = RecordingTarget { fail_on: Some(ConfigMap), ..RecordingTarget::default() };
+        let error = execute(&failing, Some(&decision.gateway), &decision.steps).await.expect_err("refused");
+        assert_eq!(error.kind, ConfigMap);
+        assert_eq!(failing.steps(), decision.steps[..3], "nothing after the failed write");
+    }
+
+    #[tokio::test]
+    async fn the_last_provider_gone_removes_every_gateway_object_pods_first() {
+        let live: Live = OwnedKind::APPLY_ORDER.into_iter().map(|k| (k, "1".to_string())).collect();
+        let target = RecordingTarget::default();
+        let written = execute(&target, None, &plan(None, &live)).await.expect("deleted");
+        assert!(written.is_none());
+        let deleted: Vec<Step> = OwnedKind::APPLY_ORDER.into_iter().rev().map(Step::Delete).collect();
+        assert_eq!(target.steps(), deleted);
+        let kinds: BTreeSet<OwnedKind> = live.keys().copied().collect();
+        assert_eq!(kinds.len(), 7);
+    }
 }

@@ -20,7 +20,7 @@ pub mod layout;
 mod objects;
 mod pod;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Service, ServiceAccount};
@@ -32,6 +32,7 @@ use memgate_crds::{DialectPresetSpec, MemoryProviderSpec, ServiceAccountVerifica
 
 pub use layout::{CONFIG_DIR, CONFIG_KEY, SECRETS_DIR};
 
+use crate::owned::{Desired, OwnedKind};
 use crate::settings::GatewaySettings;
 
 /// Name of every namespaced gateway object (and the host name tenants use).
@@ -107,6 +108,26 @@ pub struct Gateway {
     pub replicas: i32,
     /// Why replicas were limited, for the providers' Ready message.
     pub replica_note: Option<String>,
+}
+
+impl Gateway {
+    /// The desired object of `kind`, when rendered.
+    pub fn object(&self, kind: OwnedKind) -> Option<Desired<'_>> {
+        match kind {
+            OwnedKind::ConfigMap => Some(Desired::ConfigMap(&self.config_map)),
+            OwnedKind::Deployment => Some(Desired::Deployment(&self.deployment)),
+            OwnedKind::Service => Some(Desired::Service(&self.service)),
+            OwnedKind::ServiceAccount => Some(Desired::ServiceAccount(&self.service_account)),
+            OwnedKind::ClusterRoleBinding => self.binding.as_ref().map(Desired::ClusterRoleBinding),
+            OwnedKind::NetworkPolicy => self.network_policy.as_ref().map(Desired::NetworkPolicy),
+            OwnedKind::PodDisruptionBudget => self.pod_disruption_budget.as_ref().map(Desired::PodDisruptionBudget),
+        }
+    }
+
+    /// The kinds rendered.
+    pub fn kinds(&self) -> BTreeSet<OwnedKind> {
+        OwnedKind::APPLY_ORDER.into_iter().filter(|k| self.object(*k).is_some()).collect()
+    }
 }
 
 /// Why rendering failed (a bug, not a user error: the input is validated).

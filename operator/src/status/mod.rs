@@ -97,6 +97,24 @@ pub struct GatewayState {
     pub replica_note: Option<String>,
 }
 
+/// The status writes of a namespace: each provider (with its verdict, in the same order) whose
+/// desired status differs from the one stored. An unchanged world writes nothing.
+pub fn provider_writes<'a>(
+    providers: &'a [ProviderEntry],
+    verdicts: &[ProviderVerdict],
+    gateway: &GatewayState,
+    now: &Time,
+) -> Vec<(&'a ProviderEntry, MemoryProviderStatus)> {
+    providers
+        .iter()
+        .zip(verdicts)
+        .map(|(provider, verdict)| {
+            (provider, provider_status(provider, verdict, verdict.served().then_some(gateway), now))
+        })
+        .filter(|(provider, desired)| *desired != provider.status)
+        .collect()
+}
+
 /// The status a MemoryProvider should have. `gateway` is `None` when it is not served.
 pub fn provider_status(
     provider: &ProviderEntry,
@@ -241,7 +259,8 @@ pub fn preset_status(preset: &PresetEntry, users: u32, now: &Time) -> DialectPre
     }
 }
 
-/// One condition; its `lastTransitionTime` is carried over unless its status changes.
+/// One condition; its `lastTransitionTime` is carried over unless its status changes. The message
+/// of a condition that is not True ends with its reason's remedy.
 fn condition(
     previous: &[Condition],
     type_: &str,
@@ -255,11 +274,18 @@ fn condition(
         .iter()
         .find(|c| c.type_ == type_ && c.status == status)
         .map_or_else(|| now.clone(), |c| c.last_transition_time.clone());
+    // A condition that is not True says what to do about it (the reason table's remedy).
+    let message = if status == "True" {
+        truncate(message, MAX_MESSAGE)
+    } else {
+        let remedy = format!(". What to do: {}", reason.remedy());
+        format!("{}{remedy}", truncate(message, MAX_MESSAGE - remedy.len()))
+    };
     Condition {
         type_: type_.into(),
         status: status.into(),
         reason: reason.as_str().into(),
-        message: truncate(message, MAX_MESSAGE),
+        message,
         observed_generation: Some(generation),
         last_transition_time,
     }
