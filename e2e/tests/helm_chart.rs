@@ -81,15 +81,13 @@ fn env_str<'a>(env: &'a BTreeMap<String, Value>, name: &str) -> Result<&'a str> 
     env.get(name).and_then(Value::as_str).with_context(|| format!("{name} not set as a plain value: {env:?}"))
 }
 
-/// The `env = "..."` names of `memgate-operator run`'s flags, read from operator/src/settings.rs.
+/// The environment variable of every `memgate-operator run` flag, asked of clap itself.
 fn operator_env_names() -> Result<BTreeSet<String>> {
-    let source = read("operator/src/settings.rs")?;
-    let names: BTreeSet<String> = source
-        .split("env = \"")
-        .skip(1)
-        .filter_map(|rest| rest.split_once('"').map(|(name, _)| name.to_owned()))
-        .collect();
-    ensure!(names.len() > 10, "too few env names found in settings.rs: {names:?}");
+    use clap::Args;
+    let command = memgate_operator::settings::RunArgs::augment_args(clap::Command::new("run"));
+    let names: BTreeSet<String> =
+        command.get_arguments().filter_map(|arg| arg.get_env()).map(|env| env.to_string_lossy().into_owned()).collect();
+    ensure!(names.len() > 10, "too few flags with an environment variable: {names:?}");
     Ok(names)
 }
 

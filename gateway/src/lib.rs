@@ -11,6 +11,7 @@
 //! - [`ingest`]: Nexent ingest written upstream exactly once per unit (idempotency ledger).
 //! - [`plugin`]: the Nexent plugin directories (rendering, and writing them into Nexent's folder).
 //! - [`state`]: the shared request state and the one search entry of both surfaces.
+//! - [`serve_args`]: the flags of `memgate-gateway serve`.
 //! - [`server`]: every HTTP route, health, readiness, metrics, the shutdown signal.
 //! - [`listener`]: accepting connections with every resource bounded, and draining on shutdown.
 //! - [`metrics`] and [`telemetry`]: Prometheus metrics, JSON logs and spans.
@@ -27,6 +28,7 @@ pub mod nexent;
 pub mod oauth_resource;
 pub mod plugin;
 pub mod profile;
+pub mod serve_args;
 pub mod server;
 pub mod state;
 pub mod telemetry;

@@ -27,16 +27,17 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use clap::{Args, Parser, Subcommand};
-use memgate_crds::source_file::{DEFAULT_MAX_FILE_BYTES, DEFAULT_MAX_TOTAL_BYTES, ReadLimits};
+use memgate_crds::source_file::ReadLimits;
 use memgate_gateway::auth::keys::KeyStore;
 use memgate_gateway::auth::{Authenticator, TokenReviewer};
 use memgate_gateway::config::{ConfigHandle, load_dir, load_dir_with, watch};
 use memgate_gateway::engine::{Engine, EngineConfig};
 use memgate_gateway::ingest::{DEFAULT_MAX_ENTRIES, DEFAULT_RESULT_TTL, Ledger, MemoryLedger, RedisLedger};
-use memgate_gateway::listener::{Listener, ListenerLimits, effective_max_connections, limits, open_file_limit};
-use memgate_gateway::mcp::{McpHttpConfig, valid_origin_entry};
+use memgate_gateway::listener::Listener;
+use memgate_gateway::mcp::McpHttpConfig;
+use memgate_gateway::serve_args::ServeArgs;
 use memgate_gateway::server::{admin_app, app, shutdown_signal};
-use memgate_gateway::state::{AppState, DEFAULT_NEXENT_MAX_LIMIT, KillSwitches, Settings};
+use memgate_gateway::state::{AppState, KillSwitches, Settings};
 use memgate_gateway::telemetry;
 
 #[derive(Parser)]
@@ -79,137 +80,6 @@ struct DevUpstreamArgs {
     /// Key callers must send as `X-API-Key` (or `Authorization: Bearer`).
     #[arg(long, env = "MEMGATE_DEV_UPSTREAM_API_KEY", hide_env_values = true)]
     api_key: String,
-}
-
-#[derive(Args)]
-struct ServeArgs {
-    /// Config folder: MemoryProviders, DialectPresets, Secrets or SecretMounts as YAML.
-    #[arg(long)]
-    config: PathBuf,
-    /// Address to listen on.
-    #[arg(long, default_value = "0.0.0.0:8080")]
-    listen: SocketAddr,
-    /// `Host` header value accepted on `/mcp/*` (repeat for several); default: loopback names only.
-    #[arg(long = "allowed-host")]
-    allowed_hosts: Vec<String>,
-    /// `Origin` accepted on `/mcp/*` (`scheme://host[:port]`, repeat for several); default: none, so
-    /// any request carrying an `Origin` header (a browser) is refused with 403.
-    #[arg(long = "allowed-origin", value_parser = origin_entry)]
-    allowed_origins: Vec<String>,
-    /// Kubeconfig used for TokenReview; default: the in-cluster config when running in a pod.
-    #[arg(long)]
-    kubeconfig: Option<PathBuf>,
-    /// How often the config folder and mounted Secrets are checked for changes.
-    #[arg(long, default_value_t = 2000, value_parser = clap::value_parser!(u64).range(10..))]
-    reload_interval_ms: u64,
-    /// Largest Nexent `limit` honoured (larger ones are capped).
-    #[arg(long, default_value_t = DEFAULT_NEXENT_MAX_LIMIT, value_parser = clap::value_parser!(u32).range(1..=1000))]
-    nexent_max_limit: u32,
-    /// Ingest idempotency ledger shared by replicas: `redis://[:password@]host:port[/db]`; default:
-    /// in-process (one replica). Prefer the environment variable when the URL holds a password.
-    #[arg(long, env = "MEMGATE_INGEST_LEDGER", hide_env_values = true)]
-    ledger: Option<String>,
-    /// Deadline of one Nexent ingest call: no unit starts after it (each started unit still gets its
-    /// provider timeout); the rest fail the call with 504 `timeout`, retryable.
-    #[arg(long, default_value_t = 30_000, value_parser = clap::value_parser!(u64).range(100..=600_000))]
-    ingest_call_timeout_ms: u64,
-    /// In-process ledger: most records kept per provider (never evicting one inside the retry window).
-    #[arg(long, default_value_t = DEFAULT_MAX_ENTRIES as u64, value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
-    ledger_max_entries_per_provider: u64,
-    /// Most bytes read from one config file (only regular files are read); larger refuses the config.
-    #[arg(long, default_value_t = DEFAULT_MAX_FILE_BYTES, value_parser = clap::value_parser!(u64).range(1..))]
-    config_max_file_bytes: u64,
-    /// Most bytes read from the config folder and its mounted Secrets together per load.
-    #[arg(long, default_value_t = DEFAULT_MAX_TOTAL_BYTES, value_parser = clap::value_parser!(u64).range(1..))]
-    config_max_total_bytes: u64,
-    /// The URL tenants use to reach this gateway (e.g. `https://memgate.example.com`, or the
-    /// Service URL in a cluster): OIDC providers' resource URLs are `<URL>/mcp/<provider>` (their
-    /// default token audience) and their protected resource metadata is served under it.
-    #[arg(long, value_parser = parse_public_url)]
-    public_url: Option<String>,
-    /// Shortest time between two fetches of one issuer's keys (an unknown `kid` triggers a fetch
-    /// at most this often).
-    #[arg(long, default_value_t = 30_000, value_parser = clap::value_parser!(u64).range(100..))]
-    jwks_min_refresh_ms: u64,
-    #[command(flatten)]
-    listener: ListenerArgs,
-}
-
-/// The bounds of the listeners (see the README's "Connections and limits").
-#[derive(Args)]
-struct ListenerArgs {
-    /// Also serve `/healthz`, `/readyz` and `/metrics` on this address, with its own small connection
-    /// cap, so probes and scrapes keep working while the data port is saturated.
-    #[arg(long)]
-    admin_listen: Option<SocketAddr>,
-    /// Most open connections on the data port (lowered to keep 256 file descriptors free); more get
-    /// a short 503 and are closed.
-    #[arg(long, default_value_t = limits::DEFAULT_MAX_CONNECTIONS, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1_000_000))]
-    max_connections: usize,
-    /// Most requests served at once on the data port; more are answered 503 at once.
-    #[arg(long, default_value_t = limits::DEFAULT_MAX_IN_FLIGHT, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=100_000))]
-    max_in_flight: usize,
-    /// A complete request head must arrive within this after connecting (any protocol) or after the
-    /// previous HTTP/1 response.
-    #[arg(long, default_value_t = millis(limits::DEFAULT_HEADER_READ_TIMEOUT), value_parser = clap::value_parser!(u64).range(100..=600_000))]
-    header_read_timeout_ms: u64,
-    /// A connection with no request in flight is closed after this (HTTP/2 keep-alive).
-    #[arg(long, default_value_t = millis(limits::DEFAULT_IDLE_TIMEOUT), value_parser = clap::value_parser!(u64).range(100..=3_600_000))]
-    idle_timeout_ms: u64,
-    /// A request body must arrive whole within this of its head (408 otherwise).
-    #[arg(long, default_value_t = millis(limits::DEFAULT_BODY_READ_TIMEOUT), value_parser = clap::value_parser!(u64).range(100..=600_000))]
-    body_read_timeout_ms: u64,
-    /// A response must be sent within this of its head being ready, else the connection is dropped.
-    #[arg(long, default_value_t = millis(limits::DEFAULT_WRITE_TIMEOUT), value_parser = clap::value_parser!(u64).range(100..=600_000))]
-    write_timeout_ms: u64,
-    /// Most bytes of request head per connection (HTTP/1 buffer, HTTP/2 header list).
-    #[arg(long, default_value_t = limits::DEFAULT_MAX_HEADER_BYTES, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(8192..=1_048_576))]
-    max_header_bytes: usize,
-    /// Most concurrent HTTP/2 streams per connection.
-    #[arg(long, default_value_t = limits::DEFAULT_H2_MAX_STREAMS, value_parser = clap::value_parser!(u32).range(1..=1000))]
-    h2_max_streams: u32,
-    /// After a shutdown signal, how long in-flight requests get to finish.
-    #[arg(long, default_value_t = millis(limits::DEFAULT_SHUTDOWN_TIMEOUT), value_parser = clap::value_parser!(u64).range(0..=600_000))]
-    shutdown_timeout_ms: u64,
-}
-
-impl ListenerArgs {
-    /// The data port's limits, its connection cap lowered to the open-file limit.
-    fn limits(&self) -> ListenerLimits {
-        ListenerLimits {
-            max_connections: effective_max_connections(self.max_connections, open_file_limit()),
-            max_in_flight: self.max_in_flight,
-            header_read_timeout: Duration::from_millis(self.header_read_timeout_ms),
-            idle_timeout: Duration::from_millis(self.idle_timeout_ms),
-            body_read_timeout: Duration::from_millis(self.body_read_timeout_ms),
-            write_timeout: Duration::from_millis(self.write_timeout_ms),
-            max_header_bytes: self.max_header_bytes,
-            h2_max_streams: self.h2_max_streams,
-        }
-    }
-}
-
-/// `duration` in whole milliseconds (for flag defaults).
-const fn millis(duration: Duration) -> u64 {
-    duration.as_secs() * 1000 + duration.subsec_millis() as u64
-}
-
-/// `--public-url`: http(s) with a host, optional path, no user info, query or fragment; the
-/// trailing `/` is dropped.
-fn parse_public_url(raw: &str) -> Result<String, String> {
-    let url = url::Url::parse(raw).map_err(|e| format!("not a URL: {e}"))?;
-    let clean = matches!(url.scheme(), "http" | "https")
-        && url.host_str().is_some()
-        && url.username().is_empty()
-        && url.password().is_none()
-        && url.query().is_none()
-        && url.fragment().is_none()
-        && !raw.contains('"')
-        && !raw.contains('\\');
-    if !clean {
-        return Err("must be an http(s) URL with a host and no user info, query or fragment".into());
-    }
-    Ok(url.as_str().trim_end_matches('/').to_string())
 }
 
 #[tokio::main]
@@ -366,13 +236,4 @@ async fn kube_client(kubeconfig: Option<&Path>) -> Result<Option<kube::Client>> 
         }
     };
     Ok(Some(kube::Client::try_from(config).context("building the Kubernetes client")?))
-}
-
-/// Parse one `--allowed-origin` value.
-fn origin_entry(raw: &str) -> Result<String, String> {
-    if valid_origin_entry(raw) {
-        Ok(raw.trim().to_string())
-    } else {
-        Err("expected scheme://host[:port] (no path) or null".to_string())
-    }
 }

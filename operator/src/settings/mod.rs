@@ -1,91 +1,45 @@
 //! `memgate-operator run` settings: the command-line flags (each also an environment variable, so
-//! a Helm chart can set either) and their validation into [`Settings`].
+//! a Helm chart can set either) and their validation into [`Settings`], by concern:
 //!
-//! Owns every default of the gateways the operator creates and of the operator process itself.
-//! Never reads a credential: the shared ingest ledger is named by Secret reference
-//! (`--gateway-ledger-secret`), so its Redis URL (which may carry a password) is never printed,
-//! rendered into a ConfigMap or passed as an argument.
+//! | group | flags | module |
+//! |---|---|---|
+//! | gateway defaults | `--gateway-*` | [`gateway`] |
+//! | operator runtime | `--watch-namespaces`, `--listen`, `--resync-seconds`, `--concurrency` | here |
+//! | leader election | `--leader-election*`, `--lease-*`, `--identity` | [`leader`] |
+//!
+//! Owns every default of the gateways the operator creates and of the operator process itself;
+//! a value is defaulted here and nowhere else. Never reads a credential.
+
+pub mod gateway;
+pub mod leader;
 
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
 use std::time::Duration;
 
 use clap::Args;
-use memgate_crds::memory_provider::DEFAULT_PLUGIN_CLAIM;
+use memgate_crds::validation::names::is_dns_label;
+
+pub use gateway::{GatewayArgs, GatewaySettings, LedgerSecret, Resources};
+pub use leader::{LeaderArgs, LeaderSettings};
 
 /// Flags of `memgate-operator run`.
 #[derive(Args, Debug, Clone)]
 pub struct RunArgs {
-    /// Container image of the gateways (`memgate-gateway` must be on its PATH).
-    #[arg(long, env = "MEMGATE_GATEWAY_IMAGE", default_value = concat!("memgate:", env!("CARGO_PKG_VERSION")))]
-    pub gateway_image: String,
-    /// Image pull policy of the gateways: Always, IfNotPresent or Never.
-    #[arg(long, env = "MEMGATE_GATEWAY_IMAGE_PULL_POLICY", default_value = "IfNotPresent")]
-    pub gateway_image_pull_policy: String,
-    /// Gateway replicas per namespace (a namespace that ingests runs one unless a shared ledger is set).
-    #[arg(long, env = "MEMGATE_GATEWAY_REPLICAS", default_value_t = 2, value_parser = clap::value_parser!(i32).range(1..=20))]
-    pub gateway_replicas: i32,
-    /// Port the gateway serves MCP and Nexent on (also the Service port).
-    #[arg(long, env = "MEMGATE_GATEWAY_PORT", default_value_t = 8080, value_parser = clap::value_parser!(u16).range(1..))]
-    pub gateway_port: u16,
-    /// Port of the gateway's admin listener (`/healthz`, `/readyz`, `/metrics`): probes and scrapes use it,
-    /// so they keep working while the serving port is saturated. Not exposed by the Service.
-    #[arg(long, env = "MEMGATE_GATEWAY_ADMIN_PORT", default_value_t = 9090, value_parser = clap::value_parser!(u16).range(1..))]
-    pub gateway_admin_port: u16,
-    /// CPU request of a gateway container.
-    #[arg(long, env = "MEMGATE_GATEWAY_CPU_REQUEST", default_value = "50m")]
-    pub gateway_cpu_request: String,
-    /// Memory request of a gateway container.
-    #[arg(long, env = "MEMGATE_GATEWAY_MEMORY_REQUEST", default_value = "64Mi")]
-    pub gateway_memory_request: String,
-    /// CPU limit of a gateway container.
-    #[arg(long, env = "MEMGATE_GATEWAY_CPU_LIMIT", default_value = "1")]
-    pub gateway_cpu_limit: String,
-    /// Memory limit of a gateway container.
-    #[arg(long, env = "MEMGATE_GATEWAY_MEMORY_LIMIT", default_value = "256Mi")]
-    pub gateway_memory_limit: String,
-    /// Another `Host` name tenants use to reach a gateway, besides memgate-gateway[.<ns>[.svc[.cluster.local]]]
-    /// (repeat, or comma-separated in the environment variable).
-    #[arg(long = "gateway-extra-allowed-host", env = "MEMGATE_GATEWAY_EXTRA_ALLOWED_HOSTS", value_delimiter = ',')]
-    pub gateway_extra_allowed_hosts: Vec<String>,
-    /// Name of a Secret, expected in each gateway namespace, holding the shared ingest ledger URL
-    /// (`redis://…`); without it (or where it is missing) a namespace that ingests runs one replica.
-    #[arg(long, env = "MEMGATE_GATEWAY_LEDGER_SECRET")]
-    pub gateway_ledger_secret: Option<String>,
-    /// Key of the ledger URL in that Secret.
-    #[arg(long, env = "MEMGATE_GATEWAY_LEDGER_SECRET_KEY", default_value = "url")]
-    pub gateway_ledger_secret_key: String,
-    /// Kill switch of every gateway's search (MCP and Nexent): `EXTERNAL_MEMORY_SEARCH_ENABLED`.
-    #[arg(long, env = "MEMGATE_GATEWAY_SEARCH_ENABLED", default_value_t = true, action = clap::ArgAction::Set)]
-    pub gateway_search_enabled: bool,
-    /// Kill switch of every gateway's Nexent ingest: `EXTERNAL_MEMORY_INGEST_ENABLED`.
-    #[arg(long, env = "MEMGATE_GATEWAY_INGEST_ENABLED", default_value_t = true, action = clap::ArgAction::Set)]
-    pub gateway_ingest_enabled: bool,
-    /// Log filter of the gateways (`RUST_LOG`), e.g. `info` or `warn,memgate_gateway=info`.
-    #[arg(long, env = "MEMGATE_GATEWAY_LOG_LEVEL", default_value = "info")]
-    pub gateway_log_level: String,
-    /// Give each gateway a NetworkPolicy admitting TCP to its serving and admin ports only from pods
-    /// of its own namespace and of `--gateway-network-policy-allowed-namespace`.
-    #[arg(long, env = "MEMGATE_GATEWAY_NETWORK_POLICY", default_value_t = false, action = clap::ArgAction::Set)]
-    pub gateway_network_policy: bool,
-    /// Another namespace whose pods may reach every gateway under `--gateway-network-policy` (e.g. the
-    /// agents' or Prometheus's; repeat, or comma-separated in the environment variable).
-    #[arg(
-        long = "gateway-network-policy-allowed-namespace",
-        env = "MEMGATE_GATEWAY_NETWORK_POLICY_ALLOWED_NAMESPACES",
-        value_delimiter = ','
-    )]
-    pub gateway_network_policy_allowed_namespaces: Vec<String>,
-    /// Give each gateway running more than one replica a PodDisruptionBudget (`maxUnavailable: 1`).
-    #[arg(long, env = "MEMGATE_GATEWAY_POD_DISRUPTION_BUDGET", default_value_t = true, action = clap::ArgAction::Set)]
-    pub gateway_pod_disruption_budget: bool,
-    /// Secret (in each gateway namespace) the gateway pods pull their image with (repeat, or
-    /// comma-separated in the environment variable).
-    #[arg(long = "gateway-image-pull-secret", env = "MEMGATE_GATEWAY_IMAGE_PULL_SECRETS", value_delimiter = ',')]
-    pub gateway_image_pull_secrets: Vec<String>,
-    /// Nexent plugin PersistentVolumeClaim of a provider whose `spec.nexent.pluginClaim` is unset.
-    #[arg(long, env = "MEMGATE_GATEWAY_DEFAULT_PLUGIN_CLAIM", default_value = DEFAULT_PLUGIN_CLAIM)]
-    pub gateway_default_plugin_claim: String,
+    /// What every gateway is made of.
+    #[command(flatten)]
+    pub gateway: GatewayArgs,
+    /// The operator process.
+    #[command(flatten)]
+    pub runtime: RuntimeArgs,
+    /// Leader election.
+    #[command(flatten)]
+    pub leader: LeaderArgs,
+}
+
+/// Flags of the operator process itself.
+#[derive(Args, Debug, Clone)]
+pub struct RuntimeArgs {
     /// Only watch and serve these namespaces (comma-separated); default: every namespace. A
     /// restricted operator leaves DialectPreset status to an unrestricted one.
     #[arg(long, env = "MEMGATE_WATCH_NAMESPACES", value_delimiter = ',')]
@@ -93,24 +47,6 @@ pub struct RunArgs {
     /// Address of the operator's own `/metrics`, `/healthz` and `/readyz`.
     #[arg(long, env = "MEMGATE_OPERATOR_LISTEN", default_value = "0.0.0.0:8081")]
     pub listen: SocketAddr,
-    /// Elect a leader on a Lease so that several operator replicas never reconcile at once.
-    #[arg(long, env = "MEMGATE_LEADER_ELECTION", default_value_t = true, action = clap::ArgAction::Set)]
-    pub leader_election: bool,
-    /// Namespace of the Lease (normally the operator's own, from the downward API).
-    #[arg(long, env = "POD_NAMESPACE", default_value = "default")]
-    pub leader_election_namespace: String,
-    /// Name of the Lease.
-    #[arg(long, env = "MEMGATE_LEADER_ELECTION_LEASE", default_value = "memgate-operator")]
-    pub leader_election_lease: String,
-    /// Seconds a leader's Lease stays valid without renewal: the longest a takeover waits.
-    #[arg(long, env = "MEMGATE_LEASE_DURATION_SECONDS", default_value_t = 15, value_parser = clap::value_parser!(u64).range(2..=300))]
-    pub lease_duration_seconds: u64,
-    /// Seconds before expiry at which the leader renews its Lease.
-    #[arg(long, env = "MEMGATE_LEASE_GRACE_SECONDS", default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..=299))]
-    pub lease_grace_seconds: u64,
-    /// This process's identity in the Lease (default: `$POD_NAME`, else host name and process id).
-    #[arg(long, env = "POD_NAME")]
-    pub identity: Option<String>,
     /// Every namespace and preset is reconciled again this often, even without a change.
     #[arg(long, env = "MEMGATE_RESYNC_SECONDS", default_value_t = 300, value_parser = clap::value_parser!(u64).range(1..=86400))]
     pub resync_seconds: u64,
@@ -144,80 +80,6 @@ impl Settings {
     }
 }
 
-/// Defaults of every gateway the operator renders.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct GatewaySettings {
-    /// Container image.
-    pub image: String,
-    /// Image pull policy.
-    pub image_pull_policy: String,
-    /// Replicas (before the one-replica rule for ingest without a shared ledger).
-    pub replicas: i32,
-    /// Serving port (container and Service).
-    pub port: u16,
-    /// Admin port (probes and metrics; never on the Service).
-    pub admin_port: u16,
-    /// Requests and limits of the gateway container.
-    pub resources: Resources,
-    /// Extra `Host` names accepted on `/mcp/*`.
-    pub extra_allowed_hosts: Vec<String>,
-    /// Secret (by name, in the gateway's namespace) and key holding the shared ledger URL.
-    pub ledger: Option<LedgerSecret>,
-    /// `EXTERNAL_MEMORY_SEARCH_ENABLED`.
-    pub search_enabled: bool,
-    /// `EXTERNAL_MEMORY_INGEST_ENABLED`.
-    pub ingest_enabled: bool,
-    /// `RUST_LOG` of the gateway.
-    pub log_level: String,
-    /// Render a NetworkPolicy per gateway.
-    pub network_policy: bool,
-    /// Namespaces admitted by that NetworkPolicy besides the gateway's own.
-    pub network_policy_namespaces: BTreeSet<String>,
-    /// Render a PodDisruptionBudget per gateway running more than one replica.
-    pub pod_disruption_budget: bool,
-    /// `imagePullSecrets` of the gateway pods (Secret names, in order, without repeats).
-    pub image_pull_secrets: Vec<String>,
-    /// Plugin claim of a Nexent provider without `spec.nexent.pluginClaim`.
-    pub default_plugin_claim: String,
-}
-
-/// Container resource requests and limits (Kubernetes quantities).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Resources {
-    /// CPU request.
-    pub cpu_request: String,
-    /// Memory request.
-    pub memory_request: String,
-    /// CPU limit.
-    pub cpu_limit: String,
-    /// Memory limit.
-    pub memory_limit: String,
-}
-
-/// Where the shared ingest ledger URL is: a key of a Secret in each gateway namespace.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LedgerSecret {
-    /// Secret name.
-    pub name: String,
-    /// Key inside it.
-    pub key: String,
-}
-
-/// Lease settings.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LeaderSettings {
-    /// Lease namespace.
-    pub namespace: String,
-    /// Lease name.
-    pub lease: String,
-    /// Holder identity.
-    pub identity: String,
-    /// Lease validity without renewal.
-    pub duration: Duration,
-    /// Renew this long before expiry.
-    pub grace: Duration,
-}
-
 /// A flag value that cannot be used; the message names the flag.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("--{flag}: {message}")]
@@ -236,93 +98,13 @@ impl TryFrom<RunArgs> for Settings {
     type Error = SettingsError;
 
     fn try_from(args: RunArgs) -> Result<Self, SettingsError> {
-        check_image(&args.gateway_image)?;
-        if !matches!(args.gateway_image_pull_policy.as_str(), "Always" | "IfNotPresent" | "Never") {
-            return Err(bad("gateway-image-pull-policy", "must be Always, IfNotPresent or Never"));
-        }
-        for (flag, value) in [
-            ("gateway-cpu-request", &args.gateway_cpu_request),
-            ("gateway-memory-request", &args.gateway_memory_request),
-            ("gateway-cpu-limit", &args.gateway_cpu_limit),
-            ("gateway-memory-limit", &args.gateway_memory_limit),
-        ] {
-            if !is_quantity(value) {
-                return Err(bad(flag, "must be a Kubernetes quantity such as 100m, 1, 64Mi or 1Gi"));
-            }
-        }
-        if args.gateway_admin_port == args.gateway_port {
-            return Err(bad(
-                "gateway-admin-port",
-                "must differ from --gateway-port (the admin port is never on the Service)",
-            ));
-        }
-        for host in &args.gateway_extra_allowed_hosts {
-            check_host(host)?;
-        }
-        let ledger = match args.gateway_ledger_secret {
-            Some(name) => {
-                if !is_dns_subdomain(&name) {
-                    return Err(bad("gateway-ledger-secret", "must be a Secret name (lower-case DNS subdomain)"));
-                }
-                if !is_secret_key(&args.gateway_ledger_secret_key) {
-                    return Err(bad(
-                        "gateway-ledger-secret-key",
-                        "must be a Secret key (letters, digits, '-', '_', '.')",
-                    ));
-                }
-                Some(LedgerSecret { name, key: args.gateway_ledger_secret_key })
-            }
-            None => None,
-        };
-        let log_ok = !args.gateway_log_level.is_empty()
-            && args.gateway_log_level.len() <= 256
-            && args.gateway_log_level.chars().all(|c| c.is_ascii_alphanumeric() || "_=,:.-".contains(c));
-        if !log_ok {
-            return Err(bad("gateway-log-level", "must be a log filter such as info or warn,memgate_gateway=debug"));
-        }
-        // Empty items of these lists are skipped: an empty environment variable (as a chart renders
-        // an empty list) means none.
-        let mut network_policy_namespaces = BTreeSet::new();
-        for namespace in args.gateway_network_policy_allowed_namespaces {
-            let namespace = namespace.trim().to_string();
-            if namespace.is_empty() {
-                continue;
-            }
-            if !is_dns_label(&namespace) {
-                return Err(bad(
-                    "gateway-network-policy-allowed-namespace",
-                    format!("\"{namespace}\" is not a namespace name (lower-case DNS label)"),
-                ));
-            }
-            network_policy_namespaces.insert(namespace);
-        }
-        let mut image_pull_secrets: Vec<String> = Vec::new();
-        for name in args.gateway_image_pull_secrets {
-            let name = name.trim().to_string();
-            if name.is_empty() {
-                continue;
-            }
-            if !is_dns_subdomain(&name) {
-                return Err(bad(
-                    "gateway-image-pull-secret",
-                    format!("\"{name}\" is not a Secret name (lower-case DNS subdomain)"),
-                ));
-            }
-            if !image_pull_secrets.contains(&name) {
-                image_pull_secrets.push(name);
-            }
-        }
-        if !is_dns_subdomain(&args.gateway_default_plugin_claim) {
-            return Err(bad(
-                "gateway-default-plugin-claim",
-                "must be a PersistentVolumeClaim name (lower-case DNS subdomain)",
-            ));
-        }
-        let watch_namespaces = if args.watch_namespaces.is_empty() {
+        let gateway = GatewaySettings::try_from(args.gateway)?;
+        let runtime = args.runtime;
+        let watch_namespaces = if runtime.watch_namespaces.is_empty() {
             None
         } else {
             let mut set = BTreeSet::new();
-            for namespace in args.watch_namespaces {
+            for namespace in runtime.watch_namespaces {
                 let namespace = namespace.trim().to_string();
                 if !is_dns_label(&namespace) {
                     return Err(bad("watch-namespaces", format!("\"{namespace}\" is not a namespace name")));
@@ -331,130 +113,21 @@ impl TryFrom<RunArgs> for Settings {
             }
             Some(set)
         };
-        let leader = if args.leader_election {
-            if !is_dns_label(&args.leader_election_namespace) {
-                return Err(bad("leader-election-namespace", "must be a namespace name"));
-            }
-            if !is_dns_subdomain(&args.leader_election_lease) {
-                return Err(bad("leader-election-lease", "must be a Lease name (lower-case DNS subdomain)"));
-            }
-            if args.lease_grace_seconds >= args.lease_duration_seconds {
-                return Err(bad("lease-grace-seconds", "must be shorter than --lease-duration-seconds"));
-            }
-            let identity = args.identity.unwrap_or_else(default_identity);
-            if identity.is_empty() || identity.len() > 128 || identity.chars().any(char::is_control) {
-                return Err(bad("identity", "must be 1 to 128 characters without control characters"));
-            }
-            Some(LeaderSettings {
-                namespace: args.leader_election_namespace,
-                lease: args.leader_election_lease,
-                identity,
-                duration: Duration::from_secs(args.lease_duration_seconds),
-                grace: Duration::from_secs(args.lease_grace_seconds),
-            })
-        } else {
-            None
-        };
         Ok(Settings {
-            gateway: GatewaySettings {
-                image: args.gateway_image,
-                image_pull_policy: args.gateway_image_pull_policy,
-                replicas: args.gateway_replicas,
-                port: args.gateway_port,
-                admin_port: args.gateway_admin_port,
-                resources: Resources {
-                    cpu_request: args.gateway_cpu_request,
-                    memory_request: args.gateway_memory_request,
-                    cpu_limit: args.gateway_cpu_limit,
-                    memory_limit: args.gateway_memory_limit,
-                },
-                extra_allowed_hosts: args.gateway_extra_allowed_hosts,
-                ledger,
-                search_enabled: args.gateway_search_enabled,
-                ingest_enabled: args.gateway_ingest_enabled,
-                log_level: args.gateway_log_level,
-                network_policy: args.gateway_network_policy,
-                network_policy_namespaces,
-                pod_disruption_budget: args.gateway_pod_disruption_budget,
-                image_pull_secrets,
-                default_plugin_claim: args.gateway_default_plugin_claim,
-            },
+            gateway,
             watch_namespaces,
-            listen: args.listen,
-            leader,
-            resync: Duration::from_secs(args.resync_seconds),
-            concurrency: usize::from(args.concurrency),
+            listen: runtime.listen,
+            leader: args.leader.settings()?,
+            resync: Duration::from_secs(runtime.resync_seconds),
+            concurrency: usize::from(runtime.concurrency),
         })
     }
-}
-
-fn default_identity() -> String {
-    let host = std::env::var("HOSTNAME").ok().filter(|h| !h.is_empty()).unwrap_or_else(|| "memgate-operator".into());
-    format!("{host}-{}", std::process::id())
-}
-
-fn check_image(image: &str) -> Result<(), SettingsError> {
-    let ok = !image.is_empty()
-        && image.len() <= 512
-        && image.chars().all(|c| c.is_ascii_alphanumeric() || "./:@_-".contains(c));
-    if ok { Ok(()) } else { Err(bad("gateway-image", "must be an image reference such as registry/memgate:0.1.0")) }
-}
-
-/// A `Host` value: a DNS name or IP address, optionally with a port; no scheme, path or user info.
-fn check_host(value: &str) -> Result<(), SettingsError> {
-    let fail = || bad("gateway-extra-allowed-host", format!("\"{value}\" is not a host name or address (host[:port])"));
-    let (host, port) = if let Some(rest) = value.strip_prefix('[') {
-        // `[v6]` or `[v6]:port`
-        let (inside, after) = rest.split_once(']').ok_or_else(fail)?;
-        (inside, after.strip_prefix(':').or(if after.is_empty() { None } else { Some("") }))
-    } else if value.matches(':').count() > 1 {
-        (value, None) // a bare IPv6 address
-    } else {
-        match value.split_once(':') {
-            Some((host, port)) => (host, Some(port)),
-            None => (value, None),
-        }
-    };
-    if port.is_some_and(|p| p.parse::<u16>().map_or(true, |p| p == 0)) {
-        return Err(fail());
-    }
-    if host.parse::<std::net::IpAddr>().is_ok() || is_dns_subdomain(&host.to_ascii_lowercase()) {
-        Ok(())
-    } else {
-        Err(fail())
-    }
-}
-
-/// Kubernetes quantity: a decimal number with an optional binary or decimal suffix.
-fn is_quantity(value: &str) -> bool {
-    const SUFFIXES: [&str; 14] = ["", "n", "u", "m", "k", "M", "G", "T", "P", "E", "Ki", "Mi", "Gi", "Ti"];
-    let split = value.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(value.len());
-    let (number, suffix) = value.split_at(split);
-    let digits = number.chars().filter(char::is_ascii_digit).count();
-    digits > 0 && number.matches('.').count() <= 1 && (SUFFIXES.contains(&suffix) || suffix == "Pi" || suffix == "Ei")
-}
-
-/// RFC 1123 label (namespace names).
-pub(crate) fn is_dns_label(value: &str) -> bool {
-    !value.is_empty()
-        && value.len() <= 63
-        && value.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
-        && !value.starts_with('-')
-        && !value.ends_with('-')
-}
-
-/// RFC 1123 subdomain (most object names).
-pub(crate) fn is_dns_subdomain(value: &str) -> bool {
-    !value.is_empty() && value.len() <= 253 && value.split('.').all(is_dns_label)
-}
-
-fn is_secret_key(value: &str) -> bool {
-    !value.is_empty() && value.len() <= 253 && value.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
 }
 
 #[cfg(test)]
 mod tests {
     use clap::Parser;
+    use memgate_crds::memory_provider::DEFAULT_PLUGIN_CLAIM;
 
     use super::*;
 
