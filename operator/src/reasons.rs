@@ -1,7 +1,10 @@
-//! The vocabulary of condition reasons: each one names a cause a person can act on.
+//! The vocabulary of condition reasons, as one table: each reason with the conditions it is
+//! written on, what it means, who acts on it and what they do.
 //!
-//! The README's table of reasons ("what to do about it") is written from [`Reason::remedy`]; the
-//! same strings become Event reasons and the `reason` label of error metrics.
+//! Status messages take their remedy from this table ([`Reason::remedy`]); the README's table
+//! ("Conditions and what to do about them") is this table, and a test fails when they differ. The
+//! same strings become Event reasons. Owns the words; never decides which reason applies (that is
+//! `validate` and `status`).
 
 use std::fmt;
 
@@ -38,7 +41,66 @@ pub enum Reason {
     Ready,
 }
 
+/// Who acts on a reason.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Actor {
+    /// Nobody: all is well.
+    Nobody,
+    /// Nobody yet: the operator or the cluster is still working.
+    Wait,
+    /// Whoever owns the MemoryProvider.
+    ProviderAuthor,
+    /// The platform team (DialectPresets, Secrets, claims, the gateways' settings).
+    PlatformTeam,
+}
+
+impl Actor {
+    /// As written in the README's table.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Actor::Nobody => "nobody",
+            Actor::Wait => "nobody (wait)",
+            Actor::ProviderAuthor => "provider author",
+            Actor::PlatformTeam => "platform team",
+        }
+    }
+}
+
+/// One row of the table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReasonInfo {
+    /// The conditions the reason is written on, e.g. `ResolvedRefs=False, Ready=False`.
+    pub conditions: &'static str,
+    /// What it means.
+    pub meaning: &'static str,
+    /// Who acts on it.
+    pub actor: Actor,
+    /// What they do.
+    pub remedy: &'static str,
+}
+
+/// The conditions a reason that keeps a provider from being served is written on.
+const REFS_NOT_SERVED: &str = "ResolvedRefs=False, Ready=False";
+
 impl Reason {
+    /// Every reason, in the order of the README's table.
+    pub const ALL: [Reason; 14] = [
+        Reason::Accepted,
+        Reason::InvalidSpec,
+        Reason::ResolvedRefs,
+        Reason::DialectNotFound,
+        Reason::DialectNotAccepted,
+        Reason::SecretNotFound,
+        Reason::SecretKeyMissing,
+        Reason::SecretValueInvalid,
+        Reason::PluginClaimNotFound,
+        Reason::NotChecked,
+        Reason::Disabled,
+        Reason::GatewayProgressing,
+        Reason::GatewayNotReady,
+        Reason::Ready,
+    ];
+
     /// The reason as written in conditions and Events.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -59,26 +121,95 @@ impl Reason {
         }
     }
 
+    /// Its row of the table.
+    pub fn info(self) -> ReasonInfo {
+        let row = |conditions, meaning, actor, remedy| ReasonInfo { conditions, meaning, actor, remedy };
+        match self {
+            Reason::Accepted => row("Accepted=True", "the spec passed every rule", Actor::Nobody, "nothing"),
+            Reason::InvalidSpec => row(
+                "Accepted=False, Ready=False",
+                "a rule refused the spec, or this operator version cannot read it; the message names the field",
+                Actor::ProviderAuthor,
+                "fix the field the message names (`memgate-operator validate` shows the same message)",
+            ),
+            Reason::ResolvedRefs => row(
+                "ResolvedRefs=True",
+                "the dialect, the referenced Secret keys and the plugin claim were found and are usable",
+                Actor::Nobody,
+                "nothing",
+            ),
+            Reason::DialectNotFound => row(
+                REFS_NOT_SERVED,
+                "the DialectPreset named in `spec.dialect.presetRef` does not exist",
+                Actor::ProviderAuthor,
+                "create the DialectPreset, or fix the name in `spec.dialect.presetRef`",
+            ),
+            Reason::DialectNotAccepted => row(
+                REFS_NOT_SERVED,
+                "the named DialectPreset exists but breaks its own rules",
+                Actor::PlatformTeam,
+                "fix the DialectPreset (its own `Accepted` condition says what is wrong)",
+            ),
+            Reason::SecretNotFound => row(
+                REFS_NOT_SERVED,
+                "a referenced Secret does not exist in the provider's namespace",
+                Actor::PlatformTeam,
+                "create the Secret in the provider's namespace, or fix `secretRef.name`",
+            ),
+            Reason::SecretKeyMissing => row(
+                REFS_NOT_SERVED,
+                "a referenced Secret has no such key",
+                Actor::PlatformTeam,
+                "add the key to the Secret, or fix `secretRef.key`",
+            ),
+            Reason::SecretValueInvalid => row(
+                REFS_NOT_SERVED,
+                "the referenced key holds an unusable value (blank, a `${NAME}` placeholder, control characters)",
+                Actor::PlatformTeam,
+                "store the real credential under that key",
+            ),
+            Reason::PluginClaimNotFound => row(
+                REFS_NOT_SERVED,
+                "the PersistentVolumeClaim Nexent mounts its plugins from does not exist",
+                Actor::PlatformTeam,
+                "create the claim (`spec.nexent.pluginClaim`, else the operator's default) in the provider's namespace, or turn `spec.nexent` off",
+            ),
+            Reason::NotChecked => row(
+                "ResolvedRefs=Unknown",
+                "references are checked once the spec is accepted",
+                Actor::ProviderAuthor,
+                "fix the spec first",
+            ),
+            Reason::Disabled => row(
+                "Ready=False",
+                "`spec.enabled` is false: the gateway does not serve the provider",
+                Actor::ProviderAuthor,
+                "set `spec.enabled: true` to serve it",
+            ),
+            Reason::GatewayProgressing => row(
+                "Ready=False",
+                "the gateway is rolling out the config that carries the provider",
+                Actor::Wait,
+                "wait: pods with the new config are starting",
+            ),
+            Reason::GatewayNotReady => row(
+                "Ready=False",
+                "the gateway Deployment exceeded its progress deadline",
+                Actor::PlatformTeam,
+                "look at the `memgate-gateway` Deployment's pods (image, resources, probes)",
+            ),
+            Reason::Ready => row(
+                "Ready=True",
+                "served by a gateway that rolled out its config; the message names the URL and any replica limit",
+                Actor::Nobody,
+                "nothing",
+            ),
+        }
+    }
+
     /// What a person does about it.
     pub fn remedy(self) -> &'static str {
-        match self {
-            Reason::Accepted | Reason::ResolvedRefs | Reason::Ready => "nothing",
-            Reason::InvalidSpec => {
-                "fix the field the message names (`memgate-operator validate` shows the same message)"
-            }
-            Reason::DialectNotFound => "create the DialectPreset named in spec.dialect.presetRef, or fix the name",
-            Reason::DialectNotAccepted => "fix the DialectPreset (its own Accepted condition says what is wrong)",
-            Reason::SecretNotFound => "create the Secret in the provider's namespace",
-            Reason::SecretKeyMissing => "add the key to the Secret, or fix secretRef.key",
-            Reason::SecretValueInvalid => "store the real credential under that key (not blank, not ${NAME})",
-            Reason::PluginClaimNotFound => {
-                "create the PersistentVolumeClaim Nexent mounts (spec.nexent.pluginClaim) in the provider's namespace"
-            }
-            Reason::NotChecked => "fix the spec first",
-            Reason::Disabled => "set spec.enabled: true to serve it",
-            Reason::GatewayProgressing => "wait: pods with the new config are starting",
-            Reason::GatewayNotReady => "look at the memgate-gateway Deployment's pods (image, resources, probes)",
-        }
+        self.info().remedy
     }
 }
 
@@ -86,6 +217,23 @@ impl fmt::Display for Reason {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
     }
+}
+
+/// The table as the README shows it.
+pub fn markdown_table() -> String {
+    let mut table = String::from("| reason | condition | meaning | who acts | what to do |\n|---|---|---|---|---|\n");
+    for reason in Reason::ALL {
+        let info = reason.info();
+        let conditions: Vec<String> = info.conditions.split(", ").map(|c| format!("`{c}`")).collect();
+        table.push_str(&format!(
+            "| `{reason}` | {} | {} | {} | {} |\n",
+            conditions.join(", "),
+            info.meaning,
+            info.actor.as_str(),
+            info.remedy
+        ));
+    }
+    table
 }
 
 /// A failed check: the reason and a message naming the field.
@@ -101,5 +249,42 @@ impl Problem {
     /// A problem with `reason`.
     pub fn new(reason: Reason, message: impl Into<String>) -> Problem {
         Problem { reason, message: message.into() }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_reason_is_in_the_table_once() {
+        let mut names: Vec<&str> = Reason::ALL.iter().map(|r| r.as_str()).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), Reason::ALL.len());
+    }
+
+    #[test]
+    fn only_the_good_reasons_need_nothing_done() {
+        for reason in Reason::ALL {
+            let info = reason.info();
+            let good = info.conditions.ends_with("=True");
+            assert_eq!(info.actor == Actor::Nobody, good, "{reason}");
+            assert_eq!(info.remedy == "nothing", good, "{reason}");
+        }
+    }
+
+    /// The README's table is this table: edit the table in this file, then paste the printed one.
+    #[test]
+    fn the_readme_table_is_the_code_table() {
+        let readme = include_str!("../../README.md");
+        let heading = "### Conditions and what to do about them\n\n";
+        let start = readme.find(heading).expect("the README's reason section") + heading.len();
+        let end = readme[start..].find("\n\n").map_or(readme.len(), |i| start + i + 1);
+        let expected = markdown_table();
+        assert!(
+            readme[start..end] == expected,
+            "README.md's reason table differs from operator/src/reasons.rs; it should read:\n\n{expected}"
+        );
     }
 }
