@@ -5,7 +5,7 @@
 //! What a provider refers to, and what each finding means, is [`crate::references`]: the operator
 //! answers the same questions from its index and its reads of the API.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use crate::references::{self, DialectProblem, ResolvedDialect, SecretLookup, SecretUse};
 use crate::validation::{Credential, DialectView, Violation, dialect_preset, provider_against_dialect};
@@ -30,6 +30,11 @@ pub struct Bundle {
     pub presets: BTreeMap<String, DialectPresetSpec>,
     /// Secrets.
     pub secrets: SecretStore,
+    /// Secrets given with the credential label (`memgate.io/credential: "true"`).
+    pub labelled: BTreeSet<(String, String)>,
+    /// Judge Secrets as the operator does: one without the credential label is not permitted
+    /// (`memgate-operator validate`); a gateway's own config folder needs no label.
+    pub labels_required: bool,
 }
 
 impl Bundle {
@@ -58,10 +63,21 @@ impl Bundle {
         )
     }
 
+    /// Add a Secret's data and whether it carries the credential label.
+    pub fn add_secret(&mut self, namespace: String, name: String, data: BTreeMap<String, Vec<u8>>, labelled: bool) {
+        if labelled {
+            self.labelled.insert((namespace.clone(), name.clone()));
+        }
+        self.secrets.insert((namespace, name), data);
+    }
+
     /// What the bundle holds for one Secret key a provider in `namespace` uses.
     pub fn lookup(&self, namespace: &str, secret_use: SecretUse<'_>) -> SecretLookup<'_> {
-        let name = &secret_use.secret_ref.name;
-        SecretLookup::of(self.secrets.get(&(namespace.to_string(), name.clone())), &secret_use.secret_ref.key)
+        let id = (namespace.to_string(), secret_use.secret_ref.name.clone());
+        if self.labels_required && self.secrets.contains_key(&id) && !self.labelled.contains(&id) {
+            return SecretLookup::NotPermitted;
+        }
+        SecretLookup::of(self.secrets.get(&id), &secret_use.secret_ref.key)
     }
 
     /// The credential one Secret key a provider in `namespace` uses holds, or the violation.

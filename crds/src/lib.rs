@@ -32,6 +32,21 @@ pub use memory_provider::{
     SecretKeyRef, ServiceAccountAccess, ServiceAccountRef, ServiceAccountVerification,
 };
 
+/// The label a platform team puts on a Secret to let MemoryProviders of its namespace use it
+/// (credentials, callers' bearer tokens, the shared ledger URL). A provider can name any Secret;
+/// only one carrying this label with the value [`CREDENTIAL_LABEL_VALUE`] is ever read, mounted or
+/// sent. Argo CD's `argocd.argoproj.io/secret-type` label is the same idea.
+pub const CREDENTIAL_LABEL: &str = "memgate.io/credential";
+/// The value of [`CREDENTIAL_LABEL`] that opts a Secret in.
+pub const CREDENTIAL_LABEL_VALUE: &str = "true";
+/// [`CREDENTIAL_LABEL`]`=`[`CREDENTIAL_LABEL_VALUE`], as a label selector.
+pub const CREDENTIAL_SELECTOR: &str = "memgate.io/credential=true";
+
+/// True when `labels` opt a Secret in as a memgate credential.
+pub fn is_credential(labels: Option<&std::collections::BTreeMap<String, String>>) -> bool {
+    labels.and_then(|l| l.get(CREDENTIAL_LABEL)).is_some_and(|v| v == CREDENTIAL_LABEL_VALUE)
+}
+
 /// API group of both resources.
 pub const GROUP: &str = "memgate.io";
 /// API version of both resources.

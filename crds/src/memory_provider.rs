@@ -312,10 +312,15 @@ pub struct BearerTokenAccess {
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ServiceAccountAccess {
-    /// Audience the projected token must be bound to.
+    /// Audience the caller's projected token must be bound to. Default: the URL of the gateway
+    /// that serves the provider (its MemoryGateway's `publicURL`, else
+    /// `http://memgate-gateway.<namespace>.svc:<port>`), so that a token minted for one gateway is
+    /// refused by every other. A shared word (`memgate`) works too, but then a token sent to any
+    /// gateway, or to any other service accepting that word, can be replayed against this one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[x_kube(validation = Rule::new("self.size() >= 1 && self.size() <= 253").message("spec.access.serviceAccounts.audience must be 1 to 253 characters"))]
     #[schemars(length(max = 253))]
-    pub audience: String,
+    pub audience: Option<String>,
     /// ServiceAccounts allowed to call; 1 to 32 entries.
     #[x_kube(validation = Rule::new("self.size() >= 1").message("spec.access.serviceAccounts.allowed must list 1 to 32 ServiceAccounts"))]
     #[schemars(length(max = 32))]

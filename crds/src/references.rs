@@ -16,7 +16,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::validation::{Credential, DialectView, Violation, credential_value, dialect_preset};
-use crate::{DialectPresetSpec, DialectSource, MemoryProviderSpec, SecretKeyRef};
+use crate::{CREDENTIAL_SELECTOR, DialectPresetSpec, DialectSource, MemoryProviderSpec, SecretKeyRef};
 
 /// One Secret key a provider refers to, and the field that refers to it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -60,7 +60,10 @@ pub fn wanted_keys<'a>(specs: impl IntoIterator<Item = &'a MemoryProviderSpec>) 
 /// What looking a Secret key up found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SecretLookup<'a> {
-    /// No such Secret.
+    /// The Secret may not be used: it does not exist, or it lacks the credential label (where the
+    /// label is required, the two are never told apart, so names cannot be probed).
+    NotPermitted,
+    /// No such Secret (where no label is required: a person's own config folder).
     NoSecret,
     /// The Secret exists without the key.
     NoKey,
@@ -83,6 +86,8 @@ impl<'a> SecretLookup<'a> {
 pub enum KeyVerdict {
     /// The key holds a usable credential.
     Usable,
+    /// The Secret is absent or not labelled as a memgate credential (the same verdict for both).
+    NotPermitted,
     /// The Secret does not exist.
     SecretNotFound,
     /// The Secret has no such key.
@@ -94,6 +99,7 @@ pub enum KeyVerdict {
 /// Read a credential from what a lookup found: the value, or why it cannot be used.
 pub fn read_key(lookup: SecretLookup<'_>) -> Result<Credential, KeyVerdict> {
     match lookup {
+        SecretLookup::NotPermitted => Err(KeyVerdict::NotPermitted),
         SecretLookup::NoSecret => Err(KeyVerdict::SecretNotFound),
         SecretLookup::NoKey => Err(KeyVerdict::KeyMissing),
         SecretLookup::Value(raw) => credential_value("", raw).map_err(|v| KeyVerdict::Unusable(v.message)),
@@ -112,6 +118,12 @@ impl KeyVerdict {
         let at = format!("Secret \"{namespace}/{name}\"");
         match self {
             KeyVerdict::Usable => None,
+            KeyVerdict::NotPermitted => Some(Violation::new(
+                format!("{field}.name"),
+                format!(
+                    "{at} is not available to memgate: it does not exist, or it lacks the label {CREDENTIAL_SELECTOR}"
+                ),
+            )),
             KeyVerdict::SecretNotFound => Some(Violation::new(format!("{field}.name"), format!("{at} not found"))),
             KeyVerdict::KeyMissing => {
                 Some(Violation::new(format!("{field}.key"), format!("{at} has no key \"{key}\"")))
@@ -242,6 +254,11 @@ mod tests {
         let violation = blank.violation(used, "agents").expect("a violation");
         assert!(violation.message.contains("blank"), "{violation}");
         assert!(KeyVerdict::Usable.violation(used, "agents").is_none());
+        let refused = judge_key(SecretLookup::NotPermitted).violation(used, "agents").expect("a violation");
+        assert_eq!(
+            refused.to_string(),
+            "spec.credentials.secretRef.name: Secret \"agents/mem0-api\" is not available to memgate: it does not exist, or it lacks the label memgate.io/credential=true"
+        );
         assert!(!format!("{violation} {blank:?}").contains("PLANTED"));
     }
 

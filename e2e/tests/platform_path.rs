@@ -337,7 +337,8 @@ async fn a_platform_team_installs_with_helm_applies_the_examples_and_tenants_use
     ensure!(refused["is_error"] == json!(true), "the old key is refused by the rotated upstream: {refused}");
     helm::apply_manifest(
         &admin,
-        &[json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "mem0-oss-api", "namespace": AGENTS},
+        &[json!({"apiVersion": "v1", "kind": "Secret",
+                 "metadata": {"name": "mem0-oss-api", "namespace": AGENTS, "labels": {"memgate.io/credential": "true"}},
                  "stringData": {"api-key": upstream_key}})],
         MANAGER,
         false,

@@ -8,6 +8,7 @@
 //!   tokens reviewed by the API server or verified offline, OIDC access tokens).
 //! - [`oauth_resource`]: RFC 9728 protected resource metadata and the `WWW-Authenticate` challenge.
 //! - [`nexent`]: the Nexent search API and its error mapping.
+//! - [`gateway_id`]: which gateway this process is (keys shared state, names audit events).
 //! - [`ingest`]: Nexent ingest written upstream exactly once per unit (idempotency ledger).
 //! - [`plugin`]: the Nexent plugin directories (rendering, and writing them into Nexent's folder).
 //! - [`state`]: the shared request state and the one search entry of both surfaces.
@@ -20,6 +21,7 @@ pub mod auth;
 pub mod config;
 pub mod dev_upstream;
 pub mod engine;
+pub mod gateway_id;
 pub mod ingest;
 pub mod listener;
 pub mod mcp;

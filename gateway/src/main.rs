@@ -139,10 +139,12 @@ async fn serve(args: ServeArgs) -> Result<()> {
     tracing::info!(providers = snapshot.providers.len(), disabled = snapshot.disabled.len(), "config loaded");
     let handle = Arc::new(ConfigHandle::new(snapshot));
 
-    let engine = Engine::new(EngineConfig::default()).context("setting up the upstream HTTP client")?;
+    let placement = args.placement.into();
+    let engine = Engine::new(EngineConfig { placement, ..EngineConfig::default() })
+        .context("setting up the upstream HTTP client")?;
     let kube = kube_client(args.kubeconfig.as_deref()).await?;
     let reviewer = kube.clone().map(TokenReviewer::new);
-    let keys = KeyStore::new(kube, Duration::from_millis(args.jwks_min_refresh_ms))
+    let keys = KeyStore::with_placement(kube, Duration::from_millis(args.jwks_min_refresh_ms), placement)
         .context("setting up the identity provider HTTP client")?;
     if args.public_url.is_none() {
         tracing::info!("no --public-url: OIDC providers need explicit audiences and publish no resource metadata");
@@ -153,7 +155,17 @@ async fn serve(args: ServeArgs) -> Result<()> {
     let ingest_call_timeout = Duration::from_millis(args.ingest_call_timeout_ms);
     let settings = Settings { nexent_max_limit: args.nexent_max_limit, switches, ingest_call_timeout };
     let ledger: Arc<dyn Ledger> = match args.ledger.as_deref() {
-        Some(url) => Arc::new(RedisLedger::new(url).map_err(|err| anyhow::anyhow!("--ledger: {err}"))?),
+        Some(url) => {
+            let ca = match &args.ledger_ca_file {
+                Some(path) => Some(std::fs::read(path).with_context(|| format!("reading {}", path.display()))?),
+                None => None,
+            };
+            let ledger = RedisLedger::with_ca(url, ca).map_err(|err| anyhow::anyhow!("--ledger: {err}"))?;
+            Arc::new(match &args.gateway_id {
+                Some(id) => ledger.for_gateway(id),
+                None => ledger,
+            })
+        }
         None => {
             let per_provider = usize::try_from(args.ledger_max_entries_per_provider).unwrap_or(DEFAULT_MAX_ENTRIES);
             Arc::new(MemoryLedger::new(DEFAULT_RESULT_TTL, per_provider))

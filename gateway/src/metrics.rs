@@ -86,9 +86,16 @@ struct Labels {
 
 type HistogramFamily = Family<Labels, Histogram, fn() -> Histogram>;
 
-/// A handle counting caller checks (`memgate_gateway_auth_checks_total`); cheap to clone.
+/// A handle counting caller checks (`memgate_gateway_auth_checks_total`) and TokenReview verdicts
+/// by where they came from (`memgate_gateway_token_reviews_total`); cheap to clone.
 #[derive(Debug, Clone, Default)]
-pub struct AuthChecks(Family<Labels, Counter>);
+pub struct AuthChecks(Family<Labels, Counter>, Family<ReviewLabels, Counter>);
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct ReviewLabels {
+    answered_by: &'static str,
+    verdict: &'static str,
+}
 
 impl AuthChecks {
     /// Count one check of a caller of `provider` by `method` ending in `outcome`: `accepted`, or
@@ -97,6 +104,12 @@ impl AuthChecks {
         let (outcome, error_code) = if outcome == "accepted" { ("accepted", "") } else { ("refused", outcome) };
         let labels = Labels { provider: provider.to_string(), operation: method, outcome, error_code };
         self.0.get_or_create(&labels).inc();
+    }
+
+    /// Count one TokenReview verdict (`accepted`, `rejected`, `unavailable`) answered by the
+    /// `cache` or the `api_server`.
+    pub fn review(&self, answered_by: &'static str, verdict: &'static str) {
+        self.1.get_or_create(&ReviewLabels { answered_by, verdict }).inc();
     }
 }
 
@@ -145,6 +158,11 @@ impl Metrics {
             "memgate_gateway_auth_checks",
             "Caller checks, by method and outcome (accepted or the reason of the refusal)",
             auth_checks.0.clone(),
+        );
+        registry.register(
+            "memgate_gateway_token_reviews",
+            "ServiceAccount token verdicts, by whether the cache or the API server answered",
+            auth_checks.1.clone(),
         );
         let alive_tasks = Gauge::default();
         registry.register(

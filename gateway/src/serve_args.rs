@@ -8,7 +8,9 @@ use std::time::Duration;
 
 use clap::Args;
 use memgate_crds::source_file::{DEFAULT_MAX_FILE_BYTES, DEFAULT_MAX_TOTAL_BYTES};
+use memgate_crds::validation::destination::Placement;
 
+use crate::gateway_id::GatewayId;
 use crate::ingest::DEFAULT_MAX_ENTRIES;
 use crate::listener::{ListenerLimits, effective_max_connections, limits, open_file_limit};
 use crate::mcp::valid_origin_entry;
@@ -39,10 +41,19 @@ pub struct ServeArgs {
     /// Largest Nexent `limit` honoured (larger ones are capped).
     #[arg(long, default_value_t = DEFAULT_NEXENT_MAX_LIMIT, value_parser = clap::value_parser!(u32).range(1..=1000))]
     pub nexent_max_limit: u32,
-    /// Ingest idempotency ledger shared by replicas: `redis://[:password@]host:port[/db]`; default:
-    /// in-process (one replica). Prefer the environment variable when the URL holds a password.
+    /// Ingest idempotency ledger shared by replicas: `redis[s]://[[user]:password@]host:port[/db]`;
+    /// default: in-process (one replica). Prefer the environment variable when the URL holds a
+    /// password.
     #[arg(long, env = "MEMGATE_INGEST_LEDGER", hide_env_values = true)]
     pub ledger: Option<String>,
+    /// PEM file of the CA certificates a `rediss://` ledger is verified against (default: the
+    /// system's roots).
+    #[arg(long, env = "MEMGATE_INGEST_LEDGER_CA_FILE")]
+    pub ledger_ca_file: Option<PathBuf>,
+    /// Which gateway this is, `<namespace>/<name>` (the operator sets it): its keys in the shared
+    /// ledger live under `memgate:<namespace>/<name>:`, and its audit events name it.
+    #[arg(long, value_parser = GatewayId::parse)]
+    pub gateway_id: Option<GatewayId>,
     /// Deadline of one Nexent ingest call: no unit starts after it (each started unit still gets its
     /// provider timeout); the rest fail the call with 504 `timeout`, retryable.
     #[arg(long, default_value_t = 30_000, value_parser = clap::value_parser!(u64).range(100..=600_000))]
@@ -65,9 +76,33 @@ pub struct ServeArgs {
     /// at most this often).
     #[arg(long, default_value_t = 30_000, value_parser = clap::value_parser!(u64).range(100..))]
     pub jwks_min_refresh_ms: u64,
+    /// Where this gateway runs: `cluster` (what the operator renders) also refuses loopback and the
+    /// cluster's API server as upstream and identity-provider destinations; `standalone` allows
+    /// loopback, for a dev upstream on the same machine. Link-local and cloud-metadata
+    /// destinations are refused either way, also when a name resolves to them.
+    #[arg(long, value_enum, default_value_t = PlacementArg::Standalone)]
+    pub placement: PlacementArg,
     /// The bounds of the listeners.
     #[command(flatten)]
     pub listener: ListenerArgs,
+}
+
+/// `--placement`.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PlacementArg {
+    /// A person's machine.
+    Standalone,
+    /// A Kubernetes pod.
+    Cluster,
+}
+
+impl From<PlacementArg> for Placement {
+    fn from(arg: PlacementArg) -> Placement {
+        match arg {
+            PlacementArg::Standalone => Placement::Standalone,
+            PlacementArg::Cluster => Placement::Cluster,
+        }
+    }
 }
 
 /// The bounds of the listeners (see the README's "Connections and limits").

@@ -43,17 +43,18 @@ use crate::nexent::{self, ApiError, json_response};
 use crate::state::{AppState, AuthorizedProvider};
 use crate::{mcp, oauth_resource};
 
-/// The whole gateway as one router. `mcp_http` says which hosts and origins `/mcp/*` accepts
-/// (see [`mcp::McpHttpConfig`]).
+/// The whole gateway as one router. `mcp_http` says which hosts and origins `/mcp/*` and
+/// `/nexent/*` accept (see [`mcp::McpHttpConfig`]).
 pub fn app(state: Arc<AppState>, mcp_http: mcp::McpHttpConfig) -> Router {
     let search: Arc<dyn mcp::ProviderSearch> = Arc::clone(&state) as Arc<dyn mcp::ProviderSearch>;
+    let nexent_routes = nexent::router(&mcp_http);
     let mcp_routes =
         mcp::router_with(search, mcp_http).route_layer(middleware::from_fn_with_state(Arc::clone(&state), mcp_guard));
     let own = Router::new()
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
-        .merge(nexent::router())
+        .merge(nexent_routes)
         .merge(oauth_resource::router())
         .with_state(state);
     own.merge(mcp_routes).layer(middleware::from_fn(crate::telemetry::caller_trace))

@@ -251,7 +251,9 @@ async fn sequential_searches_reuse_one_connection() {
 
 #[tokio::test]
 async fn a_saturated_provider_does_not_block_another() {
-    let engine = std::sync::Arc::new(Engine::new(EngineConfig { permits_per_provider: 1 }).expect("engine"));
+    let engine = std::sync::Arc::new(
+        Engine::new(EngineConfig { permits_per_provider: 1, ..EngineConfig::default() }).expect("engine"),
+    );
     let slow = Server::always(Reply::Hang).await;
     let fast = Server::always(Reply::json(&json!({"results": [{"id": "a", "memory": "A"}]}))).await;
 
@@ -278,7 +280,9 @@ async fn a_saturated_provider_does_not_block_another() {
 
 #[tokio::test]
 async fn dropping_the_search_closes_the_upstream_connection() {
-    let engine = std::sync::Arc::new(Engine::new(EngineConfig { permits_per_provider: 1 }).expect("engine"));
+    let engine = std::sync::Arc::new(
+        Engine::new(EngineConfig { permits_per_provider: 1, ..EngineConfig::default() }).expect("engine"),
+    );
     let server = Server::always(Reply::Hang).await;
     let task = {
         let engine = std::sync::Arc::clone(&engine);

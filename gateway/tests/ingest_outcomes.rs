@@ -257,7 +257,8 @@ async fn connection_lost_after_sending_is_degraded() {
 #[tokio::test]
 async fn saturated_provider_fails_retryable_without_sending() {
     let server = Server::always(Reply::Hang).await;
-    let engine = Arc::new(Engine::new(EngineConfig { permits_per_provider: 1 }).expect("engine"));
+    let engine =
+        Arc::new(Engine::new(EngineConfig { permits_per_provider: 1, ..EngineConfig::default() }).expect("engine"));
     let holder = {
         let (engine, provider) = (Arc::clone(&engine), oss(&server.origin(), Duration::from_secs(3)));
         tokio::spawn(async move { ingest(&engine, &provider, &MemoryLedger::default(), one_unit("a")).await })

@@ -307,7 +307,7 @@ async fn an_unusable_ledger_url_stops_the_start_without_echoing_it() {
         .arg("serve")
         .arg("--config")
         .arg(dir.path())
-        .args(["--listen", "127.0.0.1:0", "--ledger", "rediss://:ledger-pw-91ab@redis.example:6380"])
+        .args(["--listen", "127.0.0.1:0", "--ledger", "valkey://:ledger-pw-91ab@redis.example:6380"])
         .env_remove("KUBERNETES_SERVICE_HOST")
         .output()
         .await

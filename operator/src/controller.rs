@@ -5,7 +5,7 @@
 //! |---|---|---|
 //! | MemoryProviders | whole objects (read one by one, so one unreadable object hides nothing) | its namespace, the presets it names |
 //! | DialectPresets | whole objects (cluster-scoped) | the preset, every namespace using it |
-//! | Secrets | metadata only (`Api<PartialObjectMeta<Secret>>`: no data is ever fetched or cached) | namespaces whose providers reference it |
+//! | Secrets labelled `memgate.io/credential=true` | metadata only (`Api<PartialObjectMeta<Secret>>`: no data is ever fetched or cached; no other Secret is seen) | namespaces whose providers reference it |
 //! | PersistentVolumeClaims | metadata only | namespaces whose Nexent providers name it |
 //! | ConfigMaps, Services, ServiceAccounts, NetworkPolicies, PodDisruptionBudgets | metadata, label `app.kubernetes.io/managed-by=memgate-operator` (also while turned off: one left from an earlier setting is deleted) | their namespace |
 //! | Deployments | whole objects, same label (their rollout status) | their namespace |
@@ -37,7 +37,7 @@ use kube::core::PartialObjectMeta;
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
 use kube::{Api, Client, Resource};
-use memgate_crds::{DialectPreset, MemoryProvider};
+use memgate_crds::{CREDENTIAL_SELECTOR, DialectPreset, MemoryProvider};
 use serde::de::DeserializeOwned;
 use tokio::sync::Notify;
 use tokio::task::JoinSet;
@@ -229,13 +229,27 @@ fn spawn_watches(client: &Client, settings: &Settings, feed: &Feed, tasks: &mut 
                 index.reset_providers(scope, list.iter().filter_map(ProviderEntry::from_dynamic).collect())
             }
         });
-        spawn_metadata::<Secret>(tasks, feed, "secrets", scoped(client, s), scope, Index::secret, Index::reset_secrets);
+        // Only Secrets a platform team labelled as memgate credentials: no other Secret's metadata
+        // (annotations can hold kubectl's copy of its values) is ever held.
+        let credentials = watcher::Config::default().labels(CREDENTIAL_SELECTOR);
+        let secrets = scoped(client, s);
+        spawn_metadata::<Secret>(
+            tasks,
+            feed,
+            "secrets",
+            secrets,
+            credentials,
+            scope,
+            Index::secret,
+            Index::reset_secrets,
+        );
         let claims = scoped(client, s);
         spawn_metadata::<PersistentVolumeClaim>(
             tasks,
             feed,
             "persistentvolumeclaims",
             claims,
+            watcher::Config::default(),
             scope,
             Index::claim,
             Index::reset_claims,
@@ -365,13 +379,14 @@ fn spawn_metadata<K>(
     feed: &Feed,
     resource: &'static str,
     api: Api<PartialObjectMeta<K>>,
+    config: watcher::Config,
     scope: &Option<String>,
     change: Versioned,
     reset: VersionedReset,
 ) where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + std::fmt::Debug + Send + 'static,
 {
-    let stream = watcher::watcher(api, watcher::Config::default());
+    let stream = watcher::watcher(api, config);
     feed.spawn(tasks, resource, stream, scope.clone(), move |index, event, scope| match event {
         Change::Apply(o) => {
             let (ns, name) = name_of(&o);

@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! [ MemoryProvider ns/p ] --spec.dialect.presetRef-----------> [ DialectPreset ]        (cluster-scoped)
-//!          |              --credentials / bearerToken.secretRef -> [ Secret ns/s ]     (metadata only)
+//!          |              --credentials / bearerToken.secretRef -> [ Secret ns/s ]     (metadata only, labelled ones)
 //!          |              --nexent.pluginClaim-----------------> [ PVC ns/c ]         (metadata only)
 //!          v
 //! [ namespace ns ] <--owns-- [ ConfigMap | Deployment | Service | ServiceAccount  memgate-gateway ]
@@ -17,8 +17,9 @@
 //! change, and the DialectPresets whose status counts their users), so the watch wiring only has to
 //! enqueue them.
 //!
-//! The index holds no Secret data (only names and resource versions from metadata watches) and
-//! performs no I/O. An object that fails to parse is kept with its parse error, so that it can be
+//! The index holds no Secret data (only names and resource versions from a metadata watch of the
+//! Secrets labelled `memgate.io/credential: "true"`: no other Secret is ever seen) and performs
+//! no I/O. An object that fails to parse is kept with its parse error, so that it can be
 //! reported on its own status instead of hiding every other object of its kind.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -157,6 +158,8 @@ pub struct NamespaceView {
     pub providers: Vec<ProviderEntry>,
     /// The DialectPresets its providers name (those that exist).
     pub presets: BTreeMap<String, PresetEntry>,
+    /// Secrets present in the namespace with the credential label, by name.
+    pub secrets: BTreeSet<String>,
     /// PersistentVolumeClaims present in the namespace, by name.
     pub claims: BTreeSet<String>,
     /// The owned gateway objects present, with their resource versions.
@@ -407,7 +410,10 @@ impl Index {
             .filter_map(ProviderEntry::preset_ref)
             .filter_map(|name| self.presets.get(name).map(|p| (name.to_string(), p.clone())))
             .collect();
-        let claims = self.claims.keys().filter(|(ns, _)| ns == namespace).map(|(_, name)| name.clone()).collect();
+        let in_namespace = |map: &BTreeMap<NamespacedName, String>| -> BTreeSet<String> {
+            map.keys().filter(|(ns, _)| ns == namespace).map(|(_, name)| name.clone()).collect()
+        };
+        let (secrets, claims) = (in_namespace(&self.secrets), in_namespace(&self.claims));
         let owned = self
             .owned
             .iter()
@@ -418,6 +424,7 @@ impl Index {
             namespace: namespace.to_string(),
             providers,
             presets,
+            secrets,
             claims,
             owned,
             deployment: self.deployments.get(namespace).cloned(),

@@ -14,6 +14,7 @@ use std::sync::Arc;
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use memgate_crds::source_file::{DEFAULT_MAX_FILE_BYTES, DEFAULT_MAX_TOTAL_BYTES, ReadLimits};
+use memgate_crds::validation::destination::{AllowedDestinations, Placement};
 use memgate_operator::http::{self, Health};
 use memgate_operator::metrics::Metrics;
 use memgate_operator::settings::{RunArgs, Settings};
@@ -46,6 +47,14 @@ enum Command {
         /// Most bytes read from all files together; past it the run stops as unreadable input (exit 2).
         #[arg(long, default_value_t = DEFAULT_MAX_TOTAL_BYTES, value_parser = clap::value_parser!(u64).range(1..))]
         max_total_bytes: u64,
+        /// The objects are a standalone gateway's config folder (loopback destinations allowed), not
+        /// for a cluster.
+        #[arg(long)]
+        standalone: bool,
+        /// A destination the operator allows (its `--allowed-origin` list: a host, `*.suffix` or a
+        /// CIDR; repeat): providers naming anything else are refused as the operator would.
+        #[arg(long = "allowed-origin")]
+        allowed_origins: Vec<String>,
     },
 }
 
@@ -76,9 +85,17 @@ fn main() -> ExitCode {
                 ExitCode::from(2)
             }
         },
-        Command::Validate { paths, max_file_bytes, max_total_bytes } => {
+        Command::Validate { paths, max_file_bytes, max_total_bytes, standalone, allowed_origins } => {
             let limits = ReadLimits { max_file_bytes, max_total_bytes };
-            let report = offline::validate_paths(&paths, limits);
+            let allowed = match AllowedDestinations::parse(allowed_origins.iter().map(String::as_str)) {
+                Ok(allowed) => allowed,
+                Err(entry) => {
+                    eprintln!("error: --allowed-origin \"{entry}\" is not a host, *.suffix or CIDR");
+                    return ExitCode::from(2);
+                }
+            };
+            let placement = if standalone { Placement::Standalone } else { Placement::Cluster };
+            let report = offline::validate_paths(&paths, limits, &offline::Options { placement, allowed });
             for line in &report.lines {
                 println!("{line}");
             }

@@ -3,7 +3,10 @@
 //! Each document is parsed strictly, checked against the CRD's CEL rules client side and against
 //! the pure validation of `memgate-crds`; then references are resolved among the given documents
 //! and the built-in dialects. Secrets are optional (GitOps repositories rarely hold them), but a
-//! Secret that is given must hold a usable value for every key a provider references.
+//! Secret that is given must carry the credential label (`memgate.io/credential: "true"`, as the
+//! operator requires) and hold a usable value for every key a provider references. Destinations
+//! are judged as in a cluster (loopback refused) unless [`Options::placement`] says standalone,
+//! and against the platform team's allow-list when one is given.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -14,8 +17,9 @@ use kube::core::cel::{ErrorKind, Validator};
 use memgate_crds::bundle::{Bundle, MissingSecrets, provider_references};
 use memgate_crds::manifest::{Object, classify, documents, identity, oversized, secret_data};
 use memgate_crds::source_file::{ReadLimits, SourceError, SourceReader, collect_yaml_files};
+use memgate_crds::validation::destination::{AllowedDestinations, Placement, provider_destinations};
 use memgate_crds::validation::{Violation, memory_provider, provider_identity};
-use memgate_crds::{DialectPreset, MemoryProvider, crd};
+use memgate_crds::{DialectPreset, MemoryProvider, crd, is_credential};
 use serde_json::Value;
 
 /// Where a problem was found.
@@ -82,9 +86,18 @@ impl Report {
     }
 }
 
+/// How `validate` judges what depends on where the objects will run.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Cluster (the default: loopback destinations refused) or a standalone gateway's folder.
+    pub placement: Placement,
+    /// The operator's `--allowed-origin` list, if the pipeline knows it.
+    pub allowed: AllowedDestinations,
+}
+
 /// Validate every YAML document under `paths`, reading within `limits` (only regular files; a file
 /// over the per-file limit, or one that would take the total over its limit, is unreadable input).
-pub fn validate_paths(paths: &[PathBuf], limits: ReadLimits) -> Report {
+pub fn validate_paths(paths: &[PathBuf], limits: ReadLimits, options: &Options) -> Report {
     let mut report = Report::default();
     let mut files = Vec::new();
     let mut seen = BTreeSet::new();
@@ -103,7 +116,7 @@ pub fn validate_paths(paths: &[PathBuf], limits: ReadLimits) -> Report {
             }
         }
     }
-    let mut bundle = Bundle::default();
+    let mut bundle = Bundle { labels_required: true, ..Bundle::default() };
     let mut providers: Vec<(Origin, MemoryProvider)> = Vec::new();
     let mut seen: BTreeMap<String, Origin> = BTreeMap::new();
     let schemas = Schemas::new();
@@ -144,7 +157,10 @@ pub fn validate_paths(paths: &[PathBuf], limits: ReadLimits) -> Report {
         }
     }
     for (origin, provider) in &providers {
-        for v in provider_references(provider, &bundle, memgate_presets::view, MissingSecrets::Allowed) {
+        let mut found = provider_destinations(&provider.spec, options.placement);
+        found.extend(options.allowed.outside(&provider.spec));
+        found.extend(provider_references(provider, &bundle, memgate_presets::view, MissingSecrets::Allowed));
+        for v in found {
             report.problem(origin, v);
         }
     }
@@ -190,7 +206,7 @@ fn check_document(
         Ok(Object::Secret(secret)) => {
             let namespace = secret.metadata.namespace.clone().unwrap_or_else(|| "default".into());
             let name = secret.metadata.name.clone().unwrap_or_default();
-            bundle.secrets.insert((namespace, name), secret_data(secret));
+            bundle.add_secret(namespace, name, secret_data(secret), is_credential(secret.metadata.labels.as_ref()));
         }
         Ok(Object::Other) => {}
         Err(violations) => found.extend(violations.iter().cloned()),

@@ -15,14 +15,17 @@ pub enum Reason {
     Accepted,
     /// `Accepted=False`: a rule refused the spec (the message names the field).
     InvalidSpec,
+    /// `Accepted=False`: the origin or OIDC issuer is outside the platform team's allow-list.
+    OriginNotAllowed,
     /// `ResolvedRefs=True`: the dialect, Secrets and plugin claim were found and usable.
     ResolvedRefs,
     /// `ResolvedRefs=False`: the named DialectPreset does not exist.
     DialectNotFound,
     /// `ResolvedRefs=False`: the named DialectPreset exists but is itself invalid.
     DialectNotAccepted,
-    /// `ResolvedRefs=False`: a referenced Secret does not exist.
-    SecretNotFound,
+    /// `ResolvedRefs=False`: a referenced Secret does not exist or lacks the credential label (one
+    /// reason for both, so that Secret names cannot be probed).
+    SecretNotPermitted,
     /// `ResolvedRefs=False`: a referenced Secret lacks the referenced key.
     SecretKeyMissing,
     /// `ResolvedRefs=False`: the referenced key holds an unusable value (blank, placeholder, …).
@@ -84,13 +87,14 @@ const REFS_NOT_SERVED: &str = "ResolvedRefs=False, Ready=False";
 
 impl Reason {
     /// Every reason, in the order of the README's table.
-    pub const ALL: [Reason; 14] = [
+    pub const ALL: [Reason; 15] = [
         Reason::Accepted,
         Reason::InvalidSpec,
+        Reason::OriginNotAllowed,
         Reason::ResolvedRefs,
         Reason::DialectNotFound,
         Reason::DialectNotAccepted,
-        Reason::SecretNotFound,
+        Reason::SecretNotPermitted,
         Reason::SecretKeyMissing,
         Reason::SecretValueInvalid,
         Reason::PluginClaimNotFound,
@@ -106,10 +110,11 @@ impl Reason {
         match self {
             Reason::Accepted => "Accepted",
             Reason::InvalidSpec => "InvalidSpec",
+            Reason::OriginNotAllowed => "OriginNotAllowed",
             Reason::ResolvedRefs => "ResolvedRefs",
             Reason::DialectNotFound => "DialectNotFound",
             Reason::DialectNotAccepted => "DialectNotAccepted",
-            Reason::SecretNotFound => "SecretNotFound",
+            Reason::SecretNotPermitted => "SecretNotPermitted",
             Reason::SecretKeyMissing => "SecretKeyMissing",
             Reason::SecretValueInvalid => "SecretValueInvalid",
             Reason::PluginClaimNotFound => "PluginClaimNotFound",
@@ -150,11 +155,17 @@ impl Reason {
                 Actor::PlatformTeam,
                 "fix the DialectPreset (its own `Accepted` condition says what is wrong)",
             ),
-            Reason::SecretNotFound => row(
-                REFS_NOT_SERVED,
-                "a referenced Secret does not exist in the provider's namespace",
+            Reason::OriginNotAllowed => row(
+                "Accepted=False, Ready=False",
+                "the origin or OIDC issuer is outside the destinations the platform team allows (`allowedOrigins`)",
                 Actor::PlatformTeam,
-                "create the Secret in the provider's namespace, or fix `secretRef.name`",
+                "point the provider at an allowed destination, or add its host to the operator's `allowedOrigins`",
+            ),
+            Reason::SecretNotPermitted => row(
+                REFS_NOT_SERVED,
+                "a referenced Secret does not exist in the provider's namespace, or lacks the label `memgate.io/credential: \"true\"` (the same reason for both, so names cannot be probed)",
+                Actor::PlatformTeam,
+                "if it is meant for memgate, create it there with the label, or label it: `kubectl label secret -n <namespace> <name> memgate.io/credential=true`; otherwise fix `secretRef.name`",
             ),
             Reason::SecretKeyMissing => row(
                 REFS_NOT_SERVED,

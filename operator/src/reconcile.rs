@@ -31,7 +31,7 @@ use crate::metrics::Metrics;
 use crate::owned::{Step, plan};
 use crate::render::{self, Gateway, GatewayInput, RenderError, ServedProvider};
 use crate::resolve::{self, SecretVerdicts};
-use crate::settings::{GatewaySettings, Settings};
+use crate::settings::Settings;
 use crate::status::{self, GatewayState};
 use crate::validate::{self, Claims, ProviderVerdict};
 
@@ -135,12 +135,13 @@ async fn reconcile_namespace(ctx: &Context, namespace: &str) -> Result<(), Recon
     }
 
     // Dereference: the referenced Secret keys (and the shared ledger's), judged and dropped.
-    let secrets = resolve::read_secrets(&Api::<Secret>::namespaced(ctx.client.clone(), namespace), &wanted(ctx, &view))
+    let api = Api::<Secret>::namespaced(ctx.client.clone(), namespace);
+    let secrets = resolve::read_secrets(&api, &wanted(ctx, &view), &view.secrets)
         .await
         .map_err(|source| ReconcileError::Secrets { namespace: namespace.to_string(), source })?;
 
     // Validate and render (pure), then apply.
-    let decision = decide(&view, &secrets, &ctx.settings.gateway)?;
+    let decision = decide(&view, &secrets, &ctx.settings)?;
     let written = execute(&writer, Some(&decision.gateway), &decision.steps).await?;
     let deployment = match written {
         Some(deployment) => {
@@ -190,18 +191,15 @@ pub struct Decision {
 
 /// Validate every provider of `view`, render the gateway of those served and plan the writes
 /// against the live objects. Pure.
-pub fn decide(
-    view: &NamespaceView,
-    secrets: &SecretVerdicts,
-    settings: &GatewaySettings,
-) -> Result<Decision, RenderError> {
+pub fn decide(view: &NamespaceView, secrets: &SecretVerdicts, settings: &Settings) -> Result<Decision, RenderError> {
+    let (allowed, settings) = (&settings.allowed_destinations, &settings.gateway);
     let ledger_available = settings
         .ledger
         .as_ref()
         .is_some_and(|l| secrets.get(&(l.name.clone(), l.key.clone())) == Some(&KeyVerdict::Usable));
     let claims = Claims { present: &view.claims, default: &settings.default_plugin_claim };
     let verdicts: Vec<ProviderVerdict> =
-        view.providers.iter().map(|p| validate::verdict(p, &view.presets, secrets, claims)).collect();
+        view.providers.iter().map(|p| validate::verdict(p, &view.presets, secrets, claims, allowed)).collect();
     let served: Vec<ServedProvider<'_>> = view
         .providers
         .iter()
@@ -344,17 +342,17 @@ mod tests {
         ClusterRoleBinding, ConfigMap, NetworkPolicy, PodDisruptionBudget, Service, ServiceAccount,
     };
     use crate::owned::{Desired, Live, OwnedKind};
-    use crate::settings::GatewayArgs;
+    use crate::settings::RunArgs;
     use crate::status::Rollout;
 
     /// The operator's own defaults (what `memgate-operator run` starts with).
-    fn settings() -> GatewaySettings {
+    fn settings() -> Settings {
         #[derive(Parser)]
         struct Cli {
             #[command(flatten)]
-            gateway: GatewayArgs,
+            run: RunArgs,
         }
-        GatewaySettings::try_from(Cli::parse_from(["memgate-operator"]).gateway).expect("the defaults are valid")
+        Settings::try_from(Cli::parse_from(["memgate-operator"]).run).expect("the defaults are valid")
     }
 
     fn provider(name: &str, secret: &str, access: Value) -> ProviderEntry {
@@ -457,7 +455,7 @@ mod tests {
                 (p.name.as_str(), ready.reason.clone())
             })
             .collect();
-        assert_eq!(reasons, [("good", "Ready".to_string()), ("orphan", "SecretNotFound".to_string())]);
+        assert_eq!(reasons, [("good", "Ready".to_string()), ("orphan", "SecretNotPermitted".to_string())]);
         let written: Vec<MemoryProviderStatus> = writes.into_iter().map(|(_, s)| s).collect();
         for (provider, status) in providers.iter_mut().zip(written) {
             provider.status = status;

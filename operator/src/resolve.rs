@@ -1,35 +1,45 @@
 //! Dereference: read the Secrets a namespace's providers refer to, by name, when it is reconciled.
 //!
-//! The only code of the operator that sees Secret data. Each referenced key is judged with the
+//! The only code of the operator that sees Secret data, and only of Secrets labelled
+//! `memgate.io/credential: "true"` by the platform team. Each referenced key is judged with the
 //! shared rule (`memgate_crds::references::judge_key`: present, UTF-8, not blank, not a `${NAME}`
 //! placeholder, no control characters) and the Secret is dropped at once: its data is never
 //! cached, copied, logged or returned. Only a [`KeyVerdict`] leaves this module.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::core::v1::Secret;
 use kube::Api;
+use memgate_crds::is_credential;
 use memgate_crds::references::{KeyVerdict, SecretLookup, WantedKeys, judge_key};
 
 /// Verdicts by `(secret name, key)`.
 pub type SecretVerdicts = BTreeMap<(String, String), KeyVerdict>;
 
-/// GET each wanted Secret once and judge each wanted key. A missing Secret is a verdict, not an
-/// error; any other API failure is returned (the reconcile is retried with backoff).
-pub async fn read_secrets(api: &Api<Secret>, wanted: &WantedKeys) -> Result<SecretVerdicts, kube::Error> {
+/// Judge each wanted key. Only Secrets in `labelled` (the names the credential-label watch has
+/// seen) are read, once each, by name; any other is [`KeyVerdict::NotPermitted`] without a read.
+/// A Secret gone or unlabelled since is a verdict too; any other API failure is returned (the
+/// reconcile is retried with backoff).
+pub async fn read_secrets(
+    api: &Api<Secret>,
+    wanted: &WantedKeys,
+    labelled: &BTreeSet<String>,
+) -> Result<SecretVerdicts, kube::Error> {
     let mut verdicts = SecretVerdicts::new();
     for (name, keys) in wanted {
-        let secret = api.get_opt(name).await?;
+        let secret = if labelled.contains(name) { api.get_opt(name).await? } else { None };
         verdicts.extend(judge(name, secret.as_ref(), keys));
         // `secret` (and its data) is dropped here.
     }
     Ok(verdicts)
 }
 
-/// Judge the wanted keys of one Secret (or of its absence) with the shared rule.
+/// Judge the wanted keys of one Secret with the shared rule: absent or without the credential label,
+/// every key is [`KeyVerdict::NotPermitted`] (one verdict for both, so names cannot be probed).
 pub fn judge<'a>(name: &str, secret: Option<&Secret>, keys: impl IntoIterator<Item = &'a String>) -> SecretVerdicts {
-    let lookup = |key: &str| match secret {
-        None => SecretLookup::NoSecret,
+    let permitted = secret.filter(|s| is_credential(s.metadata.labels.as_ref()));
+    let lookup = |key: &str| match permitted {
+        None => SecretLookup::NotPermitted,
         Some(secret) => {
             secret.data.as_ref().and_then(|d| d.get(key)).map_or(SecretLookup::NoKey, |v| SecretLookup::Value(&v.0))
         }
@@ -39,17 +49,17 @@ pub fn judge<'a>(name: &str, secret: Option<&Secret>, keys: impl IntoIterator<It
 
 #[cfg(test)]
 mod tests {
-    use std::collections::BTreeSet;
-
     use k8s_openapi::ByteString;
 
     use super::*;
 
     fn secret(pairs: &[(&str, &[u8])]) -> Secret {
-        Secret {
+        let mut secret = Secret {
             data: Some(pairs.iter().map(|(k, v)| ((*k).to_string(), ByteString(v.to_vec()))).collect()),
             ..Secret::default()
-        }
+        };
+        secret.metadata.labels = Some([("memgate.io/credential".to_string(), "true".to_string())].into());
+        secret
     }
 
     fn keys(names: &[&str]) -> BTreeSet<String> {
@@ -73,7 +83,17 @@ mod tests {
     #[test]
     fn a_missing_secret_fails_every_key_it_should_hold() {
         let verdicts = judge("gone", None, &keys(&["a", "b"]));
-        assert!(verdicts.values().all(|v| *v == KeyVerdict::SecretNotFound));
+        assert!(verdicts.values().all(|v| *v == KeyVerdict::NotPermitted));
         assert_eq!(verdicts.len(), 2);
+    }
+
+    #[test]
+    fn an_unlabelled_secret_is_judged_exactly_like_an_absent_one_and_never_read() {
+        let mut unlabelled = secret(&[("api-key", b"PLANTED-VALUE-2"), ("blank", b" ")]);
+        unlabelled.metadata.labels = Some([("memgate.io/credential".to_string(), "yes".to_string())].into());
+        let wanted = keys(&["api-key", "blank", "absent"]);
+        let judged = judge("db-password", Some(&unlabelled), &wanted);
+        assert_eq!(judged, judge("db-password", None, &wanted), "no key, value or existence is revealed");
+        assert!(judged.values().all(|v| *v == KeyVerdict::NotPermitted));
     }
 }

@@ -9,6 +9,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use memgate_crds::references::{DialectProblem, KeyVerdict, resolve_dialect, secret_uses};
+use memgate_crds::validation::destination::{AllowedDestinations, Placement, provider_destinations};
 use memgate_crds::validation::{Violation, memory_provider, provider_against_dialect, provider_identity};
 use memgate_crds::{MemoryProviderSpec, PinnedPreset};
 use sha2::{Digest, Sha256};
@@ -60,12 +61,13 @@ pub struct Claims<'a> {
     pub default: &'a str,
 }
 
-/// The verdict on one provider.
+/// The verdict on one provider. `allowed` is the platform team's allow-list of destinations.
 pub fn verdict(
     provider: &ProviderEntry,
     presets: &BTreeMap<String, PresetEntry>,
     secrets: &SecretVerdicts,
     claims: Claims<'_>,
+    allowed: &AllowedDestinations,
 ) -> ProviderVerdict {
     let spec = match &provider.spec {
         Ok(spec) => spec,
@@ -88,8 +90,18 @@ pub fn verdict(
     };
     let mut found = provider_identity(&provider.name, &provider.namespace);
     found.extend(memory_provider(spec));
+    // In a cluster, loopback and the API server are refused destinations too.
+    found.extend(
+        provider_destinations(spec, Placement::Cluster).into_iter().filter(|v| !found.contains(v)).collect::<Vec<_>>(),
+    );
     if !found.is_empty() {
         result.accepted = Err(invalid(&found));
+        return result;
+    }
+    let outside = allowed.outside(spec);
+    if !outside.is_empty() {
+        let lines: Vec<String> = outside.iter().map(ToString::to_string).collect();
+        result.accepted = Err(Problem::new(Reason::OriginNotAllowed, lines.join("; ")));
         return result;
     }
     let lookup = |name: &str| presets.get(name).map(|entry| entry.spec.as_ref().map_err(Clone::clone));
@@ -146,10 +158,10 @@ fn secret_problem(namespace: &str, spec: &MemoryProviderSpec, secrets: &SecretVe
     let mut worst: Option<Problem> = None;
     for secret_use in secret_uses(spec) {
         let (name, key) = (&secret_use.secret_ref.name, &secret_use.secret_ref.key);
-        let verdict = secrets.get(&(name.clone(), key.clone())).unwrap_or(&KeyVerdict::SecretNotFound);
+        let verdict = secrets.get(&(name.clone(), key.clone())).unwrap_or(&KeyVerdict::NotPermitted);
         let Some(violation) = verdict.violation(secret_use, namespace) else { continue };
         let reason = match verdict {
-            KeyVerdict::Usable | KeyVerdict::SecretNotFound => Reason::SecretNotFound,
+            KeyVerdict::Usable | KeyVerdict::NotPermitted | KeyVerdict::SecretNotFound => Reason::SecretNotPermitted,
             KeyVerdict::KeyMissing => Reason::SecretKeyMissing,
             KeyVerdict::Unusable(_) => Reason::SecretValueInvalid,
         };
@@ -211,7 +223,7 @@ mod tests {
     }
 
     fn judge(spec: Value, secrets: &SecretVerdicts) -> ProviderVerdict {
-        verdict(&entry(spec), &BTreeMap::new(), secrets, no_claims())
+        verdict(&entry(spec), &BTreeMap::new(), secrets, no_claims(), &AllowedDestinations::default())
     }
 
     #[test]
@@ -235,7 +247,10 @@ mod tests {
     #[test]
     fn missing_secret_key_and_unusable_value_have_their_own_reasons() {
         let none = SecretVerdicts::new();
-        assert!(matches!(judge(valid(), &none).refs, Refs::Unresolved(Problem { reason: Reason::SecretNotFound, .. })));
+        assert!(matches!(
+            judge(valid(), &none).refs,
+            Refs::Unresolved(Problem { reason: Reason::SecretNotPermitted, .. })
+        ));
         let mut missing = usable();
         missing.insert(("mem0-api".into(), "api-key".into()), KeyVerdict::KeyMissing);
         let Refs::Unresolved(problem) = judge(valid(), &missing).refs else { panic!("unresolved") };
@@ -258,7 +273,7 @@ mod tests {
         );
         let claims: BTreeSet<String> = ["nexent-memory-plugins".to_string()].into();
         let present = Claims { present: &claims, default: DEFAULT_CLAIM };
-        assert!(verdict(&entry(spec), &BTreeMap::new(), &usable(), present).served());
+        assert!(verdict(&entry(spec), &BTreeMap::new(), &usable(), present, &AllowedDestinations::default()).served());
     }
 
     #[test]
@@ -267,13 +282,16 @@ mod tests {
         spec["nexent"] = json!({"search": true});
         let claims: BTreeSet<String> = ["nexent-memory-plugins".to_string(), "own-plugins".to_string()].into();
         let team_default = Claims { present: &claims, default: "team-plugins" };
-        let v = verdict(&entry(spec.clone()), &BTreeMap::new(), &usable(), team_default);
+        let v =
+            verdict(&entry(spec.clone()), &BTreeMap::new(), &usable(), team_default, &AllowedDestinations::default());
         assert!(
             matches!(&v.refs, Refs::Unresolved(p) if p.reason == Reason::PluginClaimNotFound && p.message.contains("\"team-plugins\"")),
             "the configured default, not the built-in one: {v:?}"
         );
         spec["nexent"]["pluginClaim"] = json!("own-plugins");
-        assert!(verdict(&entry(spec), &BTreeMap::new(), &usable(), team_default).served());
+        assert!(
+            verdict(&entry(spec), &BTreeMap::new(), &usable(), team_default, &AllowedDestinations::default()).served()
+        );
     }
 
     #[test]
@@ -294,7 +312,7 @@ mod tests {
         .expect("object");
         let entry_of = PresetEntry::from_dynamic(&preset).expect("named");
         let presets: BTreeMap<String, PresetEntry> = [("team-search".to_string(), entry_of.clone())].into();
-        let v = verdict(&entry(spec.clone()), &presets, &usable(), no_claims());
+        let v = verdict(&entry(spec.clone()), &presets, &usable(), no_claims(), &AllowedDestinations::default());
         assert!(v.served(), "{v:?}");
         let pinned = v.preset.expect("pinned");
         assert_eq!((pinned.uid.as_str(), pinned.spec_hash.len()), ("uid-1", 16));
@@ -304,7 +322,7 @@ mod tests {
             s.search.path = "/a/../search".into();
         }
         let presets: BTreeMap<String, PresetEntry> = [("team-search".to_string(), broken)].into();
-        let v = verdict(&entry(spec), &presets, &usable(), no_claims());
+        let v = verdict(&entry(spec), &presets, &usable(), no_claims(), &AllowedDestinations::default());
         assert!(
             matches!(&v.refs, Refs::Unresolved(p) if p.reason == Reason::DialectNotAccepted && p.message.contains("spec.search.path"))
         );

@@ -83,7 +83,7 @@ async fn providers_across_namespaces_are_reconciled_with_reasons_events_and_endp
     let (_, _, message) = condition(&refused, "Ready").context("Ready")?;
     ensure!(message.contains("spec.scope.appId"), "the message names the field: {message}");
     wait_condition(&admin, &a, "disabled", "Ready", "False", "Disabled").await?;
-    let late = wait_condition(&admin, &a, "late-secret", "ResolvedRefs", "False", "SecretNotFound").await?;
+    let late = wait_condition(&admin, &a, "late-secret", "ResolvedRefs", "False", "SecretNotPermitted").await?;
     ensure!(condition(&late, "ResolvedRefs").is_some_and(|c| c.2.contains(&format!("{a}/late-api"))));
     wait_condition(&admin, &a, "late-preset", "ResolvedRefs", "False", "DialectNotFound").await?;
     wait_condition(&admin, &b, "sa-nexent", "ResolvedRefs", "False", "PluginClaimNotFound").await?;
@@ -134,7 +134,7 @@ async fn providers_across_namespaces_are_reconciled_with_reasons_events_and_endp
         get(&admin, "ClusterRoleBinding", None, &format!("memgate-gateway-{b}")).await.ok()?
     })
     .await?;
-    ensure!(binding.data.pointer("/roleRef/name") == Some(&json!("system:auth-delegator")));
+    ensure!(binding.data.pointer("/roleRef/name") == Some(&json!("memgate-gateway-token-review")));
     let init = eventually("the Nexent init container in team-b", || async {
         let d: Deployment = Api::namespaced(admin.clone(), &b).get("memgate-gateway").await.ok()?;
         d.spec.template.spec?.init_containers?.into_iter().next()
@@ -171,7 +171,7 @@ async fn providers_across_namespaces_are_reconciled_with_reasons_events_and_endp
     let events = eventually("the transition Events", || async {
         let list = events(&admin, &a).await.ok()?;
         let late = event_reasons(&list, "late-secret");
-        (late.contains(&"SecretNotFound".to_string()) && late.contains(&"ResolvedRefs".to_string())).then_some(list)
+        (late.contains(&"SecretNotPermitted".to_string()) && late.contains(&"ResolvedRefs".to_string())).then_some(list)
     })
     .await?;
     ensure!(event_reasons(&events, "invalid-scope").contains(&"InvalidSpec".to_string()));

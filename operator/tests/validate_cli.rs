@@ -33,9 +33,11 @@ fn yaml_files(dir: &Path) -> Vec<PathBuf> {
     out
 }
 
-/// `memgate-operator validate examples/` is the acceptance check of the examples: every folder
-/// (quickstart, cluster, oauth, gitops, platform) is valid on its own and together with the others
-/// (no name is declared twice), and the run checked every memgate document of every file.
+/// `memgate-operator validate --standalone examples/` is the acceptance check of the examples: every
+/// folder (quickstart, cluster, oauth, gitops, platform) is valid on its own and together with the
+/// others (no name is declared twice), and the run checked every memgate document of every file.
+/// The cluster folders are valid as cluster objects too (loopback destinations refused); the
+/// quickstart and OAuth folders are a standalone gateway's (their upstream is on loopback).
 #[test]
 fn validate_examples_folder_exits_0_having_checked_every_document() {
     let files = yaml_files(&repo().join("examples"));
@@ -63,7 +65,7 @@ fn validate_examples_folder_exits_0_having_checked_every_document() {
             docs.iter().filter(|(_, d)| matches!(d["kind"].as_str(), Some("MemoryProvider" | "DialectPreset"))).count();
         assert!(text.starts_with('#'), "{}: must start with a comment saying what it is", file.display());
     }
-    let out = run(&["validate", "examples/"]);
+    let out = run(&["validate", "--standalone", "examples/"]);
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     assert_eq!(out.status.code(), Some(0), "{}{stderr}", stdout(&out));
     assert_eq!(stdout(&out), "");
@@ -72,11 +74,19 @@ fn validate_examples_folder_exits_0_having_checked_every_document() {
         "expected {expected} memgate objects: {stderr}"
     );
     // Each folder on its own too (a folder must not depend on a preset or Secret of another).
-    for folder in ["examples/quickstart", "examples/cluster", "examples/oauth", "examples/gitops", "examples/platform"]
-    {
-        let out = run(&["validate", folder]);
+    for (folder, standalone) in [
+        ("examples/quickstart", true),
+        ("examples/cluster", false),
+        ("examples/oauth", true),
+        ("examples/gitops", false),
+        ("examples/platform", false),
+    ] {
+        let out = if standalone { run(&["validate", "--standalone", folder]) } else { run(&["validate", folder]) };
         assert_eq!((out.status.code(), stdout(&out)), (Some(0), String::new()), "{folder}");
     }
+    let quickstart = run(&["validate", "examples/quickstart"]);
+    assert_eq!(quickstart.status.code(), Some(1), "loopback is refused for a cluster: {}", stdout(&quickstart));
+    assert!(stdout(&quickstart).contains("spec.endpoint.origin: must not name loopback"), "{}", stdout(&quickstart));
 }
 
 /// The walk of `validate examples/` reaches every YAML file, those without memgate objects
@@ -210,7 +220,7 @@ fn folders_are_walked_once_skipping_hidden_mount_folders_and_loops() {
     std::fs::write(root.join("values.yaml"), "replicaCount: 2\nimage: {tag: v1}\n").expect("write");
     let root_arg = root.to_string_lossy().into_owned();
     let file_arg = root.join("mem0-oss.yaml").to_string_lossy().into_owned();
-    let out = run(&["validate", &root_arg, &file_arg]);
+    let out = run(&["validate", "--standalone", &root_arg, &file_arg]);
     assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
     assert!(String::from_utf8_lossy(&out.stderr).contains("1 memgate object(s) checked"));
 }
@@ -311,4 +321,59 @@ fn a_50_mib_document_stays_within_a_small_multiple_of_its_size() {
     let out = limited("--max-file-bytes 67108864");
     assert_eq!(out.status.code(), Some(1), "must finish within the memory limit: {}", stdout(&out));
     assert!(stdout(&out).contains("<document>: is larger than"), "{}", stdout(&out));
+}
+
+/// What the operator refuses in a cluster, `validate` refuses before anything reaches one: a
+/// metadata destination (everywhere), loopback (unless `--standalone`), a Secret without the
+/// credential label, and a destination outside `--allowed-origin`.
+#[test]
+fn validate_refuses_destinations_and_secrets_as_the_operator_does() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let provider = |name: &str, origin: &str, secret: &str| {
+        format!(
+            "apiVersion: memgate.io/v1alpha1\nkind: MemoryProvider\nmetadata: {{name: {name}, namespace: agents}}\nspec:\n  \
+             dialect: {{builtin: mem0-oss-rest-2026-08}}\n  endpoint: {{origin: \"{origin}\", allowInsecureHttp: true}}\n  \
+             credentials: {{secretRef: {{name: {secret}, key: api-key}}}}\n  scope: {{userId: u, agentId: a}}\n  access: {{anonymous: true}}\n"
+        )
+    };
+    let secret = |name: &str, labels: &str| {
+        format!(
+            "apiVersion: v1\nkind: Secret\nmetadata: {{name: {name}, namespace: agents{labels}}}\nstringData: {{api-key: real-value}}\n"
+        )
+    };
+    let write = |name: &str, text: String| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, text).expect("write");
+        path.to_string_lossy().into_owned()
+    };
+    let labelled = ", labels: {memgate.io/credential: \"true\"}";
+    let local =
+        write("local.yaml", [provider("local", "http://127.0.0.1:18888", "k"), secret("k", labelled)].join("---\n"));
+    let out = run(&["validate", &local]);
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    assert!(stdout(&out).contains("spec.endpoint.origin: must not name loopback"), "{}", stdout(&out));
+    assert_eq!(run(&["validate", "--standalone", &local]).status.code(), Some(0));
+
+    let metadata = write("metadata.yaml", provider("meta", "http://169.254.169.254", "k"));
+    let out = run(&["validate", "--standalone", &metadata]);
+    assert_eq!(out.status.code(), Some(1), "refused wherever memgate runs: {}", stdout(&out));
+    assert!(stdout(&out).contains("spec.endpoint.origin: must not name a link-local address"), "{}", stdout(&out));
+
+    let unlabelled =
+        write("unlabelled.yaml", [provider("thief", "https://mem0.example.com", "db"), secret("db", "")].join("---\n"));
+    let out = run(&["validate", &unlabelled]);
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    assert!(
+        stdout(&out).contains("spec.credentials.secretRef.name: Secret \"agents/db\" is not available to memgate"),
+        "{}",
+        stdout(&out)
+    );
+    assert!(!stdout(&out).contains("real-value"));
+
+    let outside = write("outside.yaml", provider("elsewhere", "https://mem0.other.org", "absent"));
+    let out = run(&["validate", "--allowed-origin", "*.example.com", &outside]);
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    assert!(stdout(&out).contains("outside the destinations the platform team allows"), "{}", stdout(&out));
+    assert_eq!(run(&["validate", "--allowed-origin", "*.other.org", &outside]).status.code(), Some(0));
+    assert_eq!(run(&["validate", "--allowed-origin", "not a host", &outside]).status.code(), Some(2));
 }

@@ -24,6 +24,8 @@ NEEDS=(
   "apt:python3-venv:python3 -m venv --help"                     # cached venvs of the Python test suites
   "apt:openssl:command -v openssl"                              # control-plane certificates
   "apt:curl:command -v curl"                                    # readiness checks of the test scripts
+  "apt:iproute2:command -v ip"                                  # a private network namespace (destination guard test)
+  "apt:util-linux:command -v unshare"                           # private mount/network namespaces of that test
   # Go >= 1.21 builds kube-apiserver and etcd once (it fetches the newer Go they need by itself);
   # Debian 12's golang-go is 1.19: there, install a newer Go first (the check then says so).
   "apt:golang-go:v=\$(go env GOVERSION 2>/dev/null) && [ \"\$(printf '%s\n' go1.21 \"\$v\" | sort -V | head -n 1)\" = go1.21 ]"

@@ -31,6 +31,13 @@ Name of the operator's Deployment, ServiceAccount, ClusterRole, ClusterRoleBindi
 {{- end }}
 
 {{/*
+The operator's ServiceAccount, which its bindings name.
+*/}}
+{{- define "memgate.serviceAccountName" -}}
+{{- include "memgate.operatorName" . }}
+{{- end }}
+
+{{/*
 chart label value: <name>-<version>.
 */}}
 {{- define "memgate.chart" -}}
@@ -76,23 +83,31 @@ binaries).
 {{- end }}
 
 {{/*
-Rules of one kind (ClusterRole or Role) in files/operator-rbac.yaml, the chart's copy of
+Rules of the document named .name in files/operator-rbac.yaml, the chart's copy of
 operator/rbac/operator-rbac.yaml (e2e/tests/helm_chart.rs fails when the two differ). The chart
-never writes rules of its own: the file is the one place the operator's access is decided.
+never writes rules of its own: the file is the one place the operator's access is decided. The only
+edit: the gateway token-review ClusterRole the operator may bind is this release's.
 */}}
 {{- define "memgate.rbacRules" -}}
-{{- $kind := .kind }}
+{{- $name := .name }}
 {{- $found := false }}
 {{- range $document := regexSplit "(?m)^---\\s*$" (.context.Files.Get "files/operator-rbac.yaml") -1 }}
 {{- $object := fromYaml $document }}
-{{- if and $object (eq (toString (get $object "kind")) $kind) }}
+{{- if and $object (eq (toString (dig "metadata" "name" "" $object)) $name) }}
 {{- $found = true }}
-{{- toYaml (get $object "rules") }}
+{{- toYaml (get $object "rules") | replace "memgate-gateway-token-review" (include "memgate.tokenReviewRoleName" $.context) }}
 {{- end }}
 {{- end }}
 {{- if not $found }}
-{{- fail (printf "files/operator-rbac.yaml holds no %s" $kind) }}
+{{- fail (printf "files/operator-rbac.yaml holds no %s" $name) }}
 {{- end }}
+{{- end }}
+
+{{/*
+The ClusterRole of gateways whose providers accept ServiceAccount tokens (tokenreviews: create).
+*/}}
+{{- define "memgate.tokenReviewRoleName" -}}
+{{- printf "%s-gateway-token-review" (include "memgate.fullname" .) }}
 {{- end }}
 
 {{/*

@@ -6,6 +6,7 @@
 //! Every message names the field at fault and never contains a credential value.
 
 mod credential;
+pub mod destination;
 mod dialect;
 pub mod names;
 mod oidc;

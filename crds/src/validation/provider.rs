@@ -1,5 +1,6 @@
 //! Rules of one `MemoryProvider`, alone and against its dialect (reference §3).
 
+use super::destination::{Placement, provider_destinations};
 use super::{
     Violation,
     names::{check_dns_label, check_dns_subdomain, check_secret_key},
@@ -69,6 +70,9 @@ pub fn memory_provider(spec: &MemoryProviderSpec) -> Vec<Violation> {
         ));
     }
     check_access(spec, &mut found);
+    // Link-local and cloud-metadata destinations are refused wherever memgate runs; loopback only
+    // in a cluster (`destination::provider_destinations` with `Placement::Cluster`).
+    found.extend(provider_destinations(spec, Placement::Standalone));
     found
 }
 
@@ -170,8 +174,9 @@ fn check_access(spec: &MemoryProviderSpec, found: &mut Vec<Violation>) {
         check_secret_ref("spec.access.bearerToken.secretRef", &bearer.secret_ref, found);
     }
     if let Some(accounts) = &access.service_accounts {
-        let audience = accounts.audience.trim();
-        if audience.is_empty() || accounts.audience.len() > 253 {
+        if let Some(audience) = &accounts.audience
+            && (audience.trim().is_empty() || audience.len() > 253)
+        {
             found.push(Violation::new("spec.access.serviceAccounts.audience", "must be 1 to 253 characters"));
         }
         if accounts.allowed.is_empty() || accounts.allowed.len() > 32 {
@@ -422,7 +427,7 @@ mod tests {
         let mut p = provider();
         let one = ServiceAccountRef { namespace: "agents".into(), name: None };
         p.access.service_accounts = Some(ServiceAccountAccess {
-            audience: "memgate".into(),
+            audience: Some("memgate".into()),
             allowed: vec![one; 33],
             verification: Default::default(),
         });
@@ -434,7 +439,7 @@ mod tests {
         let mut p = provider();
         p.access = AccessSpec {
             service_accounts: Some(ServiceAccountAccess {
-                audience: " ".into(),
+                audience: Some(" ".into()),
                 allowed: vec![],
                 verification: Default::default(),
             }),
@@ -445,7 +450,7 @@ mod tests {
             ["spec.access.serviceAccounts.audience", "spec.access.serviceAccounts.allowed"]
         );
         p.access.service_accounts = Some(ServiceAccountAccess {
-            audience: "memgate".into(),
+            audience: Some("memgate".into()),
             allowed: vec![ServiceAccountRef { namespace: "Team.A".into(), name: None }],
             verification: Default::default(),
         });
@@ -483,7 +488,7 @@ mod tests {
         p.scope = Scope::default();
         p.access = AccessSpec { bind_user_id_to_subject: true, bearer_token: None, ..AccessSpec::default() };
         p.access.service_accounts = Some(ServiceAccountAccess {
-            audience: "memgate".into(),
+            audience: Some("memgate".into()),
             allowed: vec![ServiceAccountRef { namespace: "agents".into(), name: None }],
             verification: Default::default(),
         });

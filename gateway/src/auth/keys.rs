@@ -20,10 +20,12 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use jsonwebtoken::jwk::JwkSet;
+use memgate_crds::validation::destination::Placement;
 use serde::Deserialize;
 use tokio::time::Instant;
 
 use super::verify::KeySet;
+use crate::engine::destination::{GuardedResolver, refused_url};
 
 /// Timeout of one discovery or JWKS request.
 pub const FETCH_TIMEOUT: Duration = Duration::from_secs(5);
@@ -78,6 +80,7 @@ struct CacheState {
 /// Per-issuer key cache with the fetch policy above.
 pub struct KeyStore {
     http: reqwest::Client,
+    placement: Placement,
     kube: Option<kube::Client>,
     min_refresh: Duration,
     entries: Mutex<HashMap<KeySource, Arc<tokio::sync::Mutex<CacheState>>>>,
@@ -96,8 +99,18 @@ pub struct KeyStoreInitError;
 
 impl KeyStore {
     /// A store fetching at most once per `min_refresh` per issuer; `kube` serves
-    /// [`KeySource::KubernetesApi`].
+    /// [`KeySource::KubernetesApi`]. Destinations are guarded as on a person's machine.
     pub fn new(kube: Option<kube::Client>, min_refresh: Duration) -> Result<KeyStore, KeyStoreInitError> {
+        KeyStore::with_placement(kube, min_refresh, Placement::Standalone)
+    }
+
+    /// [`KeyStore::new`] for a gateway running at `placement`: every fetch is guarded like the
+    /// engine's upstream requests (`engine::destination`).
+    pub fn with_placement(
+        kube: Option<kube::Client>,
+        min_refresh: Duration,
+        placement: Placement,
+    ) -> Result<KeyStore, KeyStoreInitError> {
         if rustls::crypto::CryptoProvider::get_default().is_none() {
             let _ = rustls::crypto::ring::default_provider().install_default();
         }
@@ -112,9 +125,10 @@ impl KeyStore {
             .retry(reqwest::retry::never())
             .timeout(FETCH_TIMEOUT)
             .no_proxy()
+            .dns_resolver(GuardedResolver::new(placement))
             .build()
             .map_err(|_| KeyStoreInitError)?;
-        Ok(KeyStore { http, kube, min_refresh, entries: Mutex::default() })
+        Ok(KeyStore { http, placement, kube, min_refresh, entries: Mutex::default() })
     }
 
     /// The keys of `source`, refreshed per the cache policy; `kid` is the presented token's key id.
@@ -175,6 +189,10 @@ impl KeyStore {
         let scheme_ok = url.scheme() == "https" || (allow_http && url.scheme() == "http");
         if !scheme_ok || !url.username().is_empty() || url.password().is_some() || url.host_str().is_none() {
             return Err("URL scheme or shape refused");
+        }
+        if let Some(why) = refused_url(url, self.placement) {
+            tracing::warn!(reason = why, "identity provider destination refused; nothing fetched");
+            return Err("destination refused");
         }
         let mut response = self
             .http

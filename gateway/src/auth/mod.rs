@@ -113,8 +113,11 @@ impl Authenticator {
         self
     }
 
-    /// Count decisions in `checks`.
+    /// Count decisions (and the reviewer's verdicts) in `checks`.
     pub fn with_checks(mut self, checks: AuthChecks) -> Authenticator {
+        if let Some(reviewer) = self.reviewer.as_mut() {
+            reviewer.count_in(checks.clone());
+        }
         self.checks = Some(checks);
         self
     }
@@ -219,9 +222,23 @@ impl Authenticator {
         Ok(Caller { subject: Some(subject::oidc_user_id(&oidc.issuer, &verified.subject)) })
     }
 
+    /// The audience ServiceAccount tokens must be bound to: the configured one, else this
+    /// gateway's own URL (`--public-url`), so that a token minted for another gateway is refused.
+    pub fn service_account_audience<'a>(&'a self, accounts: &'a ServiceAccountAccess) -> Option<&'a str> {
+        accounts.audience.as_deref().or(self.public_url.as_deref())
+    }
+
+    fn audience_of<'a>(&'a self, accounts: &'a ServiceAccountAccess) -> Result<&'a str, &'static str> {
+        self.service_account_audience(accounts).ok_or_else(|| {
+            tracing::warn!("ServiceAccount access has no audience and the gateway has no --public-url: tokens refused");
+            Refusal::Audience.as_str()
+        })
+    }
+
     async fn reviewed(&self, accounts: &ServiceAccountAccess, token: &str) -> Result<Caller, &'static str> {
         let reviewer = self.reviewer.as_ref().ok_or(UNAVAILABLE)?;
-        match reviewer.review(token, &accounts.audience).await {
+        let audience = self.audience_of(accounts)?;
+        match reviewer.review(token, audience).await {
             Err(_) => Err(UNAVAILABLE),
             Ok(Review::Rejected) => Err("rejected"),
             Ok(Review::Authenticated { username }) => allowed_service_account(accounts, username),
@@ -236,7 +253,7 @@ impl Authenticator {
         let store = self.keys.as_ref().ok_or(UNAVAILABLE)?;
         let kid = verify::header_kid(token).map_err(Refusal::as_str)?;
         let cluster = store.keys(&KeySource::KubernetesApi, kid.as_deref()).await.map_err(|_| UNAVAILABLE)?;
-        let audiences = [accounts.audience.clone()];
+        let audiences = [self.audience_of(accounts)?.to_string()];
         let rules = TokenRules {
             issuer: &cluster.issuer,
             audiences: &audiences,
@@ -409,7 +426,7 @@ mod tests {
         let auth = Authenticator::default();
         let access = Access {
             service_accounts: Some(ServiceAccountAccess {
-                audience: "memgate".into(),
+                audience: Some("memgate".into()),
                 allowed: vec![ServiceAccountRef { namespace: "agents".into(), name: None }],
                 verification: Default::default(),
             }),

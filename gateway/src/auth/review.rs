@@ -1,14 +1,17 @@
 //! ServiceAccount token verification with the TokenReview API (`authentication.k8s.io/v1`).
 //!
 //! The review asks for exactly the provider's audience and the answer is only trusted when the API
-//! server lists that audience back (it is audience-aware). Verdicts are cached for
+//! server lists that audience back (it is audience-aware). Accepted verdicts are cached for
 //! [`REVIEW_CACHE_TTL`] under a SHA-256 digest of audience and token, at most
 //! [`REVIEW_CACHE_CAPACITY`] entries: the token itself is never stored, logged or formatted. A
-//! revoked token may therefore keep working for up to the TTL. Only accepted verdicts are cached, so
-//! a flood of made-up tokens cannot push real callers' verdicts out; instead at most
+//! revoked token may therefore keep working for up to the TTL. Rejections are cached apart, for
+//! [`NEGATIVE_CACHE_TTL`] and at most [`NEGATIVE_CACHE_CAPACITY`] entries, so a caller repeating an
+//! invalid token costs one review per TTL instead of one per request, and a flood of made-up tokens
+//! can only push out other rejections, never a real caller's acceptance. At most
 //! [`MAX_CONCURRENT_REVIEWS`] reviews run at once (a caller that cannot get a slot within
-//! [`REVIEW_TIMEOUT`] is refused as unavailable). Failures to reach the API server are not cached. In
-//! a cluster the gateway needs only `create` on `tokenreviews`.
+//! [`REVIEW_TIMEOUT`] is refused as unavailable). Failures to reach the API server are not cached.
+//! `memgate_gateway_token_reviews_total` counts verdicts by `answered_by` (`cache`, `api_server`).
+//! In a cluster the gateway needs only `create` on `tokenreviews`.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -21,6 +24,7 @@ use sha2::{Digest, Sha256};
 use tokio::time::Instant;
 
 use super::AuthError;
+use crate::metrics::AuthChecks;
 
 /// How long a review verdict is reused.
 pub const REVIEW_CACHE_TTL: Duration = Duration::from_secs(30);
@@ -30,6 +34,10 @@ pub const REVIEW_CACHE_CAPACITY: usize = 4096;
 pub const REVIEW_TIMEOUT: Duration = Duration::from_secs(5);
 /// Most TokenReview requests in flight at once.
 pub const MAX_CONCURRENT_REVIEWS: usize = 8;
+/// How long a rejection is reused.
+pub const NEGATIVE_CACHE_TTL: Duration = Duration::from_secs(10);
+/// Most rejections kept at once.
+pub const NEGATIVE_CACHE_CAPACITY: usize = 4096;
 
 /// The API server's verdict on one token for one audience.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -49,7 +57,9 @@ type Key = [u8; 32];
 pub struct TokenReviewer {
     api: Api<TokenReview>,
     cache: Mutex<VerdictCache>,
+    rejected: Mutex<VerdictCache>,
     slots: tokio::sync::Semaphore,
+    counts: Option<AuthChecks>,
 }
 
 impl std::fmt::Debug for TokenReviewer {
@@ -69,24 +79,52 @@ impl TokenReviewer {
         TokenReviewer {
             api: Api::all(client),
             cache: Mutex::new(VerdictCache::new(ttl, capacity)),
+            rejected: Mutex::new(VerdictCache::new(NEGATIVE_CACHE_TTL, NEGATIVE_CACHE_CAPACITY)),
             slots: tokio::sync::Semaphore::new(MAX_CONCURRENT_REVIEWS),
+            counts: None,
         }
     }
 
-    /// The verdict on `token` for `audience`, from the cache or the API server.
+    /// Count verdicts in `counts` (`memgate_gateway_token_reviews_total`).
+    pub fn count_in(&mut self, counts: AuthChecks) {
+        self.counts = Some(counts);
+    }
+
+    fn count(&self, answered_by: &'static str, verdict: &Result<Review, AuthError>) {
+        let verdict = match verdict {
+            Ok(Review::Authenticated { .. }) => "accepted",
+            Ok(Review::Rejected) => "rejected",
+            Err(_) => "unavailable",
+        };
+        if let Some(counts) = &self.counts {
+            counts.review(answered_by, verdict);
+        }
+    }
+
+    /// The verdict on `token` for `audience`, from a cache or the API server.
     pub async fn review(&self, token: &str, audience: &str) -> Result<Review, AuthError> {
         let key = cache_key(token, audience);
-        if let Some(verdict) = self.lock().get(&key, Instant::now()) {
-            return Ok(verdict);
+        let now = Instant::now();
+        let cached = self.lock(&self.cache).get(&key, now).or_else(|| self.lock(&self.rejected).get(&key, now));
+        if let Some(verdict) = cached {
+            let verdict = Ok(verdict);
+            self.count("cache", &verdict);
+            return verdict;
         }
         let Ok(Ok(_slot)) = tokio::time::timeout(REVIEW_TIMEOUT, self.slots.acquire()).await else {
             tracing::warn!("token review slots exhausted; refusing the caller as unavailable");
-            return Err(AuthError::Unavailable);
+            let verdict = Err(AuthError::Unavailable);
+            self.count("api_server", &verdict);
+            return verdict;
         };
-        let verdict = self.ask(token, audience).await?;
-        if matches!(verdict, Review::Authenticated { .. }) {
-            self.lock().insert(key, verdict.clone(), Instant::now());
-        }
+        let verdict = self.ask(token, audience).await;
+        self.count("api_server", &verdict);
+        let verdict = verdict?;
+        let cache = match verdict {
+            Review::Authenticated { .. } => &self.cache,
+            Review::Rejected => &self.rejected,
+        };
+        self.lock(cache).insert(key, verdict.clone(), Instant::now());
         Ok(verdict)
     }
 
@@ -125,8 +163,8 @@ impl TokenReviewer {
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, VerdictCache> {
-        self.cache.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    fn lock<'a>(&self, cache: &'a Mutex<VerdictCache>) -> std::sync::MutexGuard<'a, VerdictCache> {
+        cache.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 }
 

@@ -22,6 +22,9 @@ use reqwest::header::{HeaderValue, RETRY_AFTER};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::{Instant, timeout_at};
 
+use memgate_crds::validation::destination::Placement;
+
+use super::destination::{GuardedResolver, refused_url};
 use super::error::EngineError;
 use super::normalize::{Item, normalize};
 use super::request::{Target, UpstreamRequest, build_search_request};
@@ -43,11 +46,13 @@ pub const UPSTREAM_IDLE_TIMEOUT: Duration = Duration::from_secs(10);
 pub struct EngineConfig {
     /// Concurrent upstream requests allowed per provider key (at least 1).
     pub permits_per_provider: usize,
+    /// Where the gateway runs: which destinations every connection refuses (see `destination`).
+    pub placement: Placement,
 }
 
 impl Default for EngineConfig {
     fn default() -> Self {
-        EngineConfig { permits_per_provider: DEFAULT_PERMITS_PER_PROVIDER }
+        EngineConfig { permits_per_provider: DEFAULT_PERMITS_PER_PROVIDER, placement: Placement::Standalone }
     }
 }
 
@@ -62,6 +67,7 @@ pub struct EngineInitError;
 #[derive(Debug)]
 pub struct Engine {
     client: reqwest::Client,
+    placement: Placement,
     permits_per_provider: usize,
     permits: Mutex<HashMap<String, Arc<Semaphore>>>,
 }
@@ -82,9 +88,15 @@ impl Engine {
             .retry(reqwest::retry::never())
             .no_proxy()
             .pool_idle_timeout(UPSTREAM_IDLE_TIMEOUT)
+            .dns_resolver(GuardedResolver::new(config.placement))
             .build()
             .map_err(|_| EngineInitError)?;
-        Ok(Engine { client, permits_per_provider: config.permits_per_provider.max(1), permits: Mutex::default() })
+        Ok(Engine {
+            client,
+            placement: config.placement,
+            permits_per_provider: config.permits_per_provider.max(1),
+            permits: Mutex::default(),
+        })
     }
 
     /// Run one search against `target` with `dialect`, returning at most `limit` items.
@@ -180,6 +192,10 @@ impl Engine {
             SearchMethod::Get => reqwest::Method::GET,
             SearchMethod::Post => reqwest::Method::POST,
         };
+        if let Some(why) = refused_url(&request.url, self.placement) {
+            tracing::warn!(reason = why, "upstream destination refused; nothing sent");
+            return Err(EngineError::Connect);
+        }
         let mut builder = self.client.request(method, request.url);
         for (name, value) in &request.headers {
             let mut value = HeaderValue::from_str(value).map_err(|_| EngineError::InvalidRequest)?;
@@ -244,7 +260,7 @@ mod tests {
     /// Permits granted with less than the minimum left refuse without an upstream request.
     #[tokio::test]
     async fn a_permit_granted_too_close_to_the_deadline_is_refused() {
-        let engine = Engine::new(EngineConfig { permits_per_provider: 1 }).expect("engine");
+        let engine = Engine::new(EngineConfig { permits_per_provider: 1, ..EngineConfig::default() }).expect("engine");
         let timeout = Duration::from_secs(2);
         let held = engine.permit("p", Instant::now() + timeout, timeout).await.expect("free permit");
         let waiter = engine.permit("p", Instant::now() + timeout, timeout);

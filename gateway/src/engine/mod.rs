@@ -12,6 +12,7 @@
 //! contains the query, the content, the URL, the credential or an upstream body.
 
 pub mod client;
+pub mod destination;
 pub mod error;
 pub mod normalize;
 pub mod request;

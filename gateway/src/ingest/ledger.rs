@@ -53,8 +53,8 @@ pub enum LedgerError {
     /// The shared store did not answer in time or refused the command.
     #[error("the idempotency ledger is unavailable")]
     Unavailable,
-    /// The shared store's URL is not a usable `redis://` URL.
-    #[error("the idempotency ledger URL must be a redis:// URL (TLS is not supported)")]
+    /// The shared store's URL is not a usable `redis://` or `rediss://` URL.
+    #[error("the idempotency ledger URL must be a redis:// or rediss:// (TLS) URL with a host")]
     InvalidUrl,
     /// The provider's share of the ledger holds only entries inside the retry window: nothing can
     /// be forgotten safely, so no new unit is taken.

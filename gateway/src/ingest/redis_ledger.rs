@@ -1,6 +1,6 @@
 //! The shared ledger on Redis, for several gateway replicas.
 //!
-//! One string key per unit, `memgate:ingest:<LedgerKey::digest()>`, holding the text form of the
+//! One string key per unit, `<prefix>ingest:<LedgerKey::digest()>`, holding the text form of the
 //! entry (`P|<until_ms>|<token>`, `A`, `R|<reason>`, `D|<reason>`) with a TTL of the result TTL
 //! (default 24 h) from its last change. A claim is `SET key <marker> NX PX <ttl>`; retaking a
 //! degraded unit and releasing a claim are compare-and-set scripts on the exact marker, so a
@@ -11,9 +11,15 @@
 //! a live claim look abandoned early, and an abandoned claim is degraded: reported as such, or
 //! re-sent only where the upstream drops exact repeats.
 //!
+//! The prefix is `memgate:<namespace>/<name>:` for a gateway with an identity (`--gateway-id`, what
+//! the operator renders), so that a Redis ACL user per gateway (`~memgate:<namespace>/<name>:*`)
+//! confines it to its own records; `memgate:` otherwise. Every command touches exactly the one key it
+//! names (scripts declare it in `KEYS`), which is what a key-pattern ACL needs.
+//!
 //! Every command has a short timeout; a failure is [`LedgerError::Unavailable`] (the ingest then
 //! fails retryable without writing upstream) and drops the connection so the next call reconnects.
-//! Plain `redis://` only (no TLS); the URL, which may hold a password, is never logged or printed.
+//! `redis://` or `rediss://` (TLS, rustls, verified against the system's roots or a given CA); the
+//! URL, which may hold a password, is never logged or printed.
 
 use std::time::Duration;
 
@@ -21,12 +27,14 @@ use futures::future::{BoxFuture, FutureExt};
 use redis::aio::MultiplexedConnection;
 use redis::{AsyncConnectionConfig, FromRedisValue};
 
+use crate::gateway_id::GatewayId;
+
 use super::ledger::{
     Claim, ClaimPolicy, ClaimToken, DEFAULT_RESULT_TTL, Decision, Entry, Ledger, LedgerError, LedgerKey,
     REASON_UNREADABLE, Recorded, decide, new_claim, now_ms,
 };
 
-/// Prefix of every key this ledger writes.
+/// Prefix of every key a ledger without a gateway identity writes.
 pub const KEY_PREFIX: &str = "memgate:ingest:";
 /// Default bound of one Redis command (connecting included).
 pub const DEFAULT_COMMAND_TIMEOUT: Duration = Duration::from_secs(2);
@@ -43,6 +51,7 @@ const CLAIM_ATTEMPTS: usize = 3;
 /// A [`Ledger`] on a Redis server shared by every replica.
 pub struct RedisLedger {
     client: redis::Client,
+    prefix: String,
     config: AsyncConnectionConfig,
     ttl: Duration,
     connection: tokio::sync::Mutex<Option<MultiplexedConnection>>,
@@ -55,22 +64,56 @@ impl std::fmt::Debug for RedisLedger {
 }
 
 impl RedisLedger {
-    /// A ledger on the Redis server at `url` (`redis://[:password@]host[:port][/db]`), keeping
-    /// outcomes [`DEFAULT_RESULT_TTL`]. Connects lazily, on first use.
+    /// A ledger on the Redis server at `url` (`redis[s]://[[user]:password@]host[:port][/db]`),
+    /// keeping outcomes [`DEFAULT_RESULT_TTL`], its keys under [`KEY_PREFIX`]. `rediss://` is
+    /// verified against the system's roots, or only against `ca_pem` when given. Connects lazily,
+    /// on first use.
     pub fn new(url: &str) -> Result<RedisLedger, LedgerError> {
+        RedisLedger::with_ca(url, None)
+    }
+
+    /// [`RedisLedger::new`] trusting only the CA certificates in `ca_pem` for `rediss://`.
+    pub fn with_ca(url: &str, ca_pem: Option<Vec<u8>>) -> Result<RedisLedger, LedgerError> {
         let parsed = url::Url::parse(url).map_err(|_| LedgerError::InvalidUrl)?;
-        if parsed.scheme() != "redis" || parsed.host_str().is_none_or(str::is_empty) {
+        let tls = match parsed.scheme() {
+            "redis" => false,
+            "rediss" => true,
+            _ => return Err(LedgerError::InvalidUrl),
+        };
+        if parsed.host_str().is_none_or(str::is_empty) || (ca_pem.is_some() && !tls) {
             return Err(LedgerError::InvalidUrl);
         }
-        let client = redis::Client::open(url).map_err(|_| LedgerError::InvalidUrl)?;
+        if tls && rustls::crypto::CryptoProvider::get_default().is_none() {
+            let _ = rustls::crypto::ring::default_provider().install_default();
+        }
+        let client = match ca_pem {
+            Some(root_cert) => redis::Client::build_with_tls(
+                url,
+                redis::TlsCertificates { client_tls: None, root_cert: Some(root_cert) },
+            ),
+            None => redis::Client::open(url),
+        }
+        .map_err(|_| LedgerError::InvalidUrl)?;
         Ok(RedisLedger {
             client,
+            prefix: KEY_PREFIX.to_string(),
             config: AsyncConnectionConfig::new()
                 .set_connection_timeout(Some(DEFAULT_COMMAND_TIMEOUT))
                 .set_response_timeout(Some(DEFAULT_COMMAND_TIMEOUT)),
             ttl: DEFAULT_RESULT_TTL,
             connection: tokio::sync::Mutex::new(None),
         })
+    }
+
+    /// Keep this gateway's keys under its own prefix, `memgate:<namespace>/<name>:ingest:`.
+    pub fn for_gateway(mut self, gateway: &GatewayId) -> RedisLedger {
+        self.prefix = format!("{}ingest:", gateway.redis_prefix());
+        self
+    }
+
+    /// The key of a unit.
+    fn key_name(&self, key: &LedgerKey) -> String {
+        format!("{}{}", self.prefix, key.digest())
     }
 
     /// Keep outcomes `ttl` instead (at least 1 ms).
@@ -112,7 +155,7 @@ impl RedisLedger {
     }
 
     async fn claim_inner(&self, key: &LedgerKey, policy: ClaimPolicy) -> Result<Claim, LedgerError> {
-        let name = format!("{KEY_PREFIX}{}", key.digest());
+        let name = self.key_name(key);
         for _ in 0..CLAIM_ATTEMPTS {
             let marker = new_claim(policy.hold_for).encode();
             let set: Option<String> =
@@ -154,7 +197,7 @@ impl RedisLedger {
     }
 
     async fn record_inner(&self, key: &LedgerKey, outcome: &Recorded) -> Result<(), LedgerError> {
-        let name = format!("{KEY_PREFIX}{}", key.digest());
+        let name = self.key_name(key);
         let value = Entry::Done(outcome.clone()).encode();
         self.run::<()>(redis::cmd("SET").arg(&name).arg(value).arg("PX").arg(self.ttl_ms())).await
     }
@@ -165,7 +208,7 @@ impl RedisLedger {
         token: &ClaimToken,
         restore: Option<&Recorded>,
     ) -> Result<(), LedgerError> {
-        let name = format!("{KEY_PREFIX}{}", key.digest());
+        let name = self.key_name(key);
         let mut command = redis::cmd("EVAL");
         match restore {
             Some(outcome) => command
@@ -205,13 +248,26 @@ mod tests {
     use super::*;
 
     #[test]
-    fn only_plain_redis_urls_are_accepted() {
+    fn redis_and_rediss_urls_are_accepted() {
         assert!(RedisLedger::new("redis://127.0.0.1:6379/0").is_ok());
         assert!(RedisLedger::new("redis://:secret@redis.memgate.svc:6379").is_ok());
-        for bad in ["rediss://127.0.0.1:6379", "http://127.0.0.1", "redis://", "not a url", ""] {
+        assert!(RedisLedger::new("rediss://gw-a:secret@redis.memgate.svc:6380").is_ok());
+        assert_eq!(
+            RedisLedger::with_ca("redis://127.0.0.1:6379", Some(Vec::new())).err(),
+            Some(LedgerError::InvalidUrl)
+        );
+        for bad in ["http://127.0.0.1", "redis://", "not a url", ""] {
             assert_eq!(RedisLedger::new(bad).err(), Some(LedgerError::InvalidUrl), "{bad}");
         }
         let ledger = RedisLedger::new("redis://:secret@redis.memgate.svc:6379").expect("valid");
         assert!(!format!("{ledger:?}").contains("secret"));
+    }
+
+    #[test]
+    fn a_gateway_keeps_its_records_under_its_own_prefix() {
+        let id = GatewayId::parse("team-a/memgate-gateway").expect("id");
+        let ledger = RedisLedger::new("redis://127.0.0.1:6379").expect("valid").for_gateway(&id);
+        assert_eq!(ledger.prefix, "memgate:team-a/memgate-gateway:ingest:");
+        assert_eq!(RedisLedger::new("redis://127.0.0.1:6379").expect("valid").prefix, KEY_PREFIX);
     }
 }

@@ -32,7 +32,7 @@
 //! (`-32700` / `-32600`, HTTP 400); only then does the transport see the request (where rmcp checks
 //! `Host` and `Origin` once more).
 
-mod http_checks;
+pub mod http_checks;
 mod server;
 
 use std::sync::Arc;

@@ -31,6 +31,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::auth::AuthError;
 use crate::engine::{EngineError, ErrorCode, Item, Severity};
+use crate::mcp::McpHttpConfig;
+use crate::mcp::http_checks::{self, Refusal};
 use crate::metrics::Operation;
 use crate::profile::normalize_query;
 use crate::state::AppState;
@@ -47,11 +49,51 @@ pub const DEFAULT_LIMIT: u32 = 5;
 /// Largest accepted request body.
 pub const MAX_BODY_BYTES: usize = 1024 * 1024;
 
-/// The routes of this surface.
-pub fn router() -> Router<Arc<AppState>> {
+/// The routes of this surface, behind the same `Host` and `Origin` rules as MCP (`http`) and a
+/// JSON body requirement: a browser page (DNS rebinding onto a gateway on a developer's loopback,
+/// a `no-cors` form post) can reach neither.
+pub fn router(http: &McpHttpConfig) -> Router<Arc<AppState>> {
+    let rules = Arc::new((http.effective_hosts(), http.allowed_origins.clone()));
     Router::new()
         .route("/nexent/v1/{provider}/search", post(search))
         .route("/nexent/v1/{provider}/ingest", post(ingest::ingest))
+        .route_layer(axum::middleware::from_fn(move |request: axum::extract::Request, next: axum::middleware::Next| {
+            let rules = Arc::clone(&rules);
+            async move {
+                match browser_shaped(&request, &rules.0, &rules.1) {
+                    Some(refusal) => refusal.into_response(),
+                    None => next.run(request).await,
+                }
+            }
+        }))
+}
+
+/// Why a request is refused before anything else looks at it: an authority or `Origin` the
+/// gateway does not accept (`mcp::http_checks`), or a body not declared as JSON (what a plain
+/// HTML form or a `no-cors` fetch can send is never `application/json`).
+fn browser_shaped(request: &axum::extract::Request, hosts: &[String], origins: &[String]) -> Option<ApiError> {
+    if let Err(refusal) = http_checks::check_head(request.uri(), request.headers(), hosts, origins) {
+        return Some(match refusal {
+            Refusal::BadHost => ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "invalid_payload",
+                Severity::NonRetryable,
+                "Bad Request: invalid or missing Host.",
+            ),
+            Refusal::OriginNotAllowed => {
+                ApiError::new(StatusCode::FORBIDDEN, "forbidden", Severity::NonRetryable, "Origin is not allowed.")
+            }
+            _ => ApiError::new(StatusCode::FORBIDDEN, "forbidden", Severity::NonRetryable, "Host is not allowed."),
+        });
+    }
+    (!http_checks::has_json_content_type(request.headers())).then(|| {
+        ApiError::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "invalid_payload",
+            Severity::NonRetryable,
+            "The request body must be JSON (Content-Type: application/json).",
+        )
+    })
 }
 
 /// The fields of Nexent's `MemorySearchRequest` the gateway reads; all others are ignored.

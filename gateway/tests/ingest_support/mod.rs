@@ -154,6 +154,12 @@ impl RedisServer {
 
     /// Start one on `port` and wait until it answers `PING`.
     pub fn start_on(port: u16) -> RedisServer {
+        RedisServer::start_with(port, &[])
+    }
+
+    /// Start one on `port` with more `redis-server` options (`--aclfile …`, `--tls-port …`); the
+    /// default user must still answer `PING` on the plain port.
+    pub fn start_with(port: u16, options: &[String]) -> RedisServer {
         assert!(
             Path::new(REDIS_SERVER).exists(),
             "{REDIS_SERVER} is missing: the ingest ledger tests need a real Redis server \
@@ -162,6 +168,7 @@ impl RedisServer {
         let child = Command::new(REDIS_SERVER)
             .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
             .args(["--daemonize", "no", "--protected-mode", "yes", "--loglevel", "warning"])
+            .args(options)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())

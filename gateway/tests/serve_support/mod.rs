@@ -136,13 +136,45 @@ fn command_with_open_files(
     log: &Path,
     open_files: Option<u64>,
 ) -> Command {
+    let wrapper = open_files.map(|limit| Wrapper::Shell(format!("ulimit -n {limit}")));
+    command_wrapped(config, args, env, log, wrapper)
+}
+
+/// How the gateway process is started.
+enum Wrapper {
+    /// Through `sh -c '<snippet> && exec gateway ...'`.
+    Shell(String),
+    /// In a mount namespace of its own (`unshare --mount`, root or a user namespace) where
+    /// `/etc/hosts` is the given file: the system resolver answers with its entries.
+    Hosts(PathBuf),
+}
+
+fn command_wrapped(
+    config: &Path,
+    args: &[&str],
+    env: &[(&str, &str)],
+    log: &Path,
+    wrapper: Option<Wrapper>,
+) -> Command {
     let log_file = std::fs::File::create(log).expect("log file");
     let binary = env!("CARGO_BIN_EXE_memgate-gateway");
-    let mut command = match open_files {
-        Some(limit) => {
+    let mut command = match wrapper {
+        Some(Wrapper::Shell(snippet)) => {
             let mut shell = Command::new("sh");
-            shell.args(["-c", &format!("ulimit -n {limit} && exec \"$0\" \"$@\""), binary]);
+            shell.args(["-c", &format!("{snippet} && exec \"$0\" \"$@\""), binary]);
             shell
+        }
+        Some(Wrapper::Hosts(hosts)) => {
+            let mut unshare = Command::new("unshare");
+            // As root a mount namespace is enough; otherwise a user namespace maps the caller to root.
+            let root = std::fs::read_to_string("/proc/self/status")
+                .is_ok_and(|s| s.lines().any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(2) == Some("0")));
+            if !root {
+                unshare.arg("--map-root-user");
+            }
+            let snippet = format!("mount --bind '{}' /etc/hosts && exec \"$0\" \"$@\"", hosts.display());
+            unshare.args(["--mount", "sh", "-c", &snippet, binary]);
+            unshare
         }
         None => Command::new(binary),
     };
@@ -182,8 +214,13 @@ impl Gateway {
         open_files: Option<u64>,
     ) -> Gateway {
         let log = log_dir.join("gateway.log");
-        let mut child =
+        let child =
             command_with_open_files(config, args, env, &log, open_files).spawn().expect("spawn memgate-gateway");
+        Gateway::wait_started(child, log).await
+    }
+
+    /// Wait until the started `child` listens and answers `/readyz`.
+    async fn wait_started(mut child: Child, log: PathBuf) -> Gateway {
         let deadline = tokio::time::Instant::now() + PATIENCE;
         let address = loop {
             if let Some(address) = listening_address(&log) {
@@ -203,6 +240,15 @@ impl Gateway {
             assert!(tokio::time::Instant::now() < deadline, "gateway never ready");
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
+    }
+
+    /// [`Gateway::start`] with `/etc/hosts` replaced by `hosts` for the gateway process only.
+    pub async fn start_with_hosts(config: &Path, log_dir: &Path, args: &[&str], hosts: &Path) -> Gateway {
+        let log = log_dir.join("gateway.log");
+        let child = command_wrapped(config, args, &[], &log, Some(Wrapper::Hosts(hosts.to_path_buf())))
+            .spawn()
+            .expect("spawn unshare + memgate-gateway");
+        Gateway::wait_started(child, log).await
     }
 
     /// Run the binary on `config` expecting it to exit by itself; its status and log.
@@ -255,9 +301,12 @@ impl Gateway {
         self.post_raw(path, serde_json::to_vec(body).expect("json"), token, headers).await
     }
 
+    /// POST `body` as JSON (`content-type: application/json` unless `headers` name another).
     pub async fn post_raw(&self, path: &str, body: Vec<u8>, token: Option<&str>, headers: &[(&str, &str)]) -> Answer {
-        let mut request =
-            self.http.post(format!("{}{path}", self.base)).header("content-type", "application/json").body(body);
+        let mut request = self.http.post(format!("{}{path}", self.base)).body(body);
+        if !headers.iter().any(|(name, _)| name.eq_ignore_ascii_case("content-type")) {
+            request = request.header("content-type", "application/json");
+        }
         if let Some(token) = token {
             request = request.header("authorization", format!("Bearer {token}"));
         }

@@ -47,8 +47,9 @@ pub const GATEWAY_NAMESPACE_LABEL: &str = "memgate.io/gateway-namespace";
 pub const CONFIG_HASH_ANNOTATION: &str = "memgate.io/config-hash";
 /// Label selector matching every object the operator owns.
 pub const OWNED_SELECTOR: &str = "app.kubernetes.io/managed-by=memgate-operator,app.kubernetes.io/name=memgate-gateway";
-/// The ClusterRole that lets the gateway's ServiceAccount call TokenReview.
-pub const AUTH_DELEGATOR: &str = "system:auth-delegator";
+/// Pod label selecting a namespace's gateway pods, on top of the Deployment's selector: a label of
+/// memgate's own, so that no pod of the namespace joins the gateway's Service by accident.
+pub const GATEWAY_POD_LABEL: &str = "memgate.io/gateway";
 
 /// Name of the ClusterRoleBinding of `namespace`'s gateway.
 pub fn binding_name(namespace: &str) -> String {
@@ -159,7 +160,7 @@ pub fn render(input: &GatewayInput<'_>, settings: &GatewaySettings) -> Result<Ga
         (settings.replicas, None)
     };
     // ServiceAccount callers need the gateway's own API identity: TokenReview needs the
-    // system:auth-delegator binding, offline (jwks) verification only reads the cluster's public
+    // tokenreviews binding, offline (jwks) verification only reads the cluster's public
     // keys, which every ServiceAccount may (system:service-account-issuer-discovery).
     let service_account_modes: Vec<ServiceAccountVerification> =
         input.served.iter().filter_map(|p| p.spec.access.service_accounts.as_ref().map(|sa| sa.verification)).collect();
@@ -180,7 +181,7 @@ pub fn render(input: &GatewayInput<'_>, settings: &GatewaySettings) -> Result<Ga
         deployment: pod::deployment(&meta, &pod, &config_hash, settings),
         service: objects::service(&meta, settings.port),
         service_account: objects::service_account(&meta),
-        binding: token_review.then(|| objects::binding(input.namespace)),
+        binding: token_review.then(|| objects::binding(input.namespace, &settings.token_review_cluster_role)),
         network_policy: settings.network_policy.then(|| objects::network_policy(&meta, settings)),
         // Never for one replica (a namespace that ingests without a shared ledger): a budget
         // there protects nothing (`maxUnavailable: 1` lets the only pod go anyway), and any
@@ -200,12 +201,20 @@ pub fn labels(namespace: &str) -> BTreeMap<String, String> {
     labels
 }
 
-/// Labels selecting the gateway's pods.
+/// Labels of the Deployment's selector (immutable once created, so kept as first rendered).
 pub fn selector_labels() -> BTreeMap<String, String> {
     BTreeMap::from([
         ("app.kubernetes.io/name".to_string(), GATEWAY_NAME.to_string()),
         ("app.kubernetes.io/managed-by".to_string(), MANAGED_BY.to_string()),
     ])
+}
+
+/// Labels of the gateway pods, which the Service, NetworkPolicy and PodDisruptionBudget select:
+/// the Deployment's selector plus [`GATEWAY_POD_LABEL`].
+pub fn pod_labels() -> BTreeMap<String, String> {
+    let mut labels = selector_labels();
+    labels.insert(GATEWAY_POD_LABEL.to_string(), GATEWAY_NAME.to_string());
+    labels
 }
 
 #[cfg(test)]

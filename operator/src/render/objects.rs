@@ -14,7 +14,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
 };
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
-use super::{AUTH_DELEGATOR, GATEWAY_NAME, binding_name, labels, selector_labels};
+use super::{GATEWAY_NAME, binding_name, labels, pod_labels, selector_labels};
 use crate::settings::GatewaySettings;
 
 /// The label every namespace carries with its own name (set by the API server).
@@ -46,13 +46,15 @@ pub fn config_map(meta: &Meta<'_>, data: BTreeMap<String, String>) -> ConfigMap 
     ConfigMap { metadata: meta.object(), data: Some(data), ..ConfigMap::default() }
 }
 
-/// The Service tenants call: `memgate-gateway.<ns>.svc:<port>`.
+/// The Service tenants call: `memgate-gateway.<ns>.svc:<port>`. It selects the gateway pods by
+/// [`super::GATEWAY_POD_LABEL`] too, a label of memgate's own, so no other pod of the namespace
+/// receives tenants' requests (and their tokens) by carrying the common `app.kubernetes.io` labels.
 pub fn service(meta: &Meta<'_>, port: u16) -> Service {
     Service {
         metadata: meta.object(),
         spec: Some(ServiceSpec {
             type_: Some("ClusterIP".into()),
-            selector: Some(selector_labels()),
+            selector: Some(pod_labels()),
             ports: Some(vec![ServicePort {
                 name: Some("http".into()),
                 port: i32::from(port),
@@ -122,9 +124,9 @@ pub fn service_account(meta: &Meta<'_>) -> ServiceAccount {
     ServiceAccount { metadata: meta.object(), ..ServiceAccount::default() }
 }
 
-/// `system:auth-delegator` for the gateway's ServiceAccount: TokenReview is cluster-scoped, so a
-/// RoleBinding cannot grant it. Nothing else is bound.
-pub fn binding(namespace: &str) -> ClusterRoleBinding {
+/// `cluster_role` (exactly `create` on `tokenreviews`) for the gateway's ServiceAccount:
+/// TokenReview is cluster-scoped, so a RoleBinding cannot grant it. Nothing else is bound.
+pub fn binding(namespace: &str, cluster_role: &str) -> ClusterRoleBinding {
     ClusterRoleBinding {
         metadata: ObjectMeta {
             name: Some(binding_name(namespace)),
@@ -134,7 +136,7 @@ pub fn binding(namespace: &str) -> ClusterRoleBinding {
         role_ref: RoleRef {
             api_group: Some("rbac.authorization.k8s.io".into()),
             kind: "ClusterRole".into(),
-            name: AUTH_DELEGATOR.into(),
+            name: cluster_role.into(),
         },
         subjects: Some(vec![Subject {
             kind: "ServiceAccount".into(),

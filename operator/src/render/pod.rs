@@ -18,7 +18,7 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use super::config::{ClaimFiles, Files};
 use super::layout::{CONFIG_DIR, CONFIG_KEY, SECRETS_DIR, claim_config_dir, claim_plugins_dir};
 use super::objects::Meta;
-use super::{CONFIG_HASH_ANNOTATION, GATEWAY_NAME, gateway_url, selector_labels};
+use super::{CONFIG_HASH_ANNOTATION, GATEWAY_NAME, gateway_url, pod_labels, selector_labels};
 use crate::settings::GatewaySettings;
 
 /// User and group the gateway runs as (the image must allow it; no root needed).
@@ -57,7 +57,7 @@ pub fn deployment(meta: &Meta<'_>, plan: &PodPlan<'_>, config_hash: &str, settin
             strategy: Some(strategy(plan.single_writer)),
             template: PodTemplateSpec {
                 metadata: Some(ObjectMeta {
-                    labels: Some(selector_labels()),
+                    labels: Some(pod_labels()),
                     annotations: Some(pod_annotations(config_hash, settings)),
                     ..ObjectMeta::default()
                 }),
@@ -140,9 +140,14 @@ fn serving_container(plan: &PodPlan<'_>, settings: &GatewaySettings) -> Containe
     // Drain in-flight requests for less than the kubelet waits before SIGKILL.
     args.push("--shutdown-timeout-ms".into());
     args.push((DRAIN_SECONDS * 1000).to_string());
-    // The URL tenants use: the default audience and the RFC 9728 resource of OIDC providers.
+    // The URL tenants use: the default audience of ServiceAccount tokens, and the default audience
+    // and RFC 9728 resource of OIDC providers.
     args.push("--public-url".into());
     args.push(gateway_url(plan.namespace, settings.port));
+    // In a pod: loopback and the API server are refused destinations too.
+    args.extend(["--placement".to_string(), "cluster".to_string()]);
+    // Shared state (the Redis ledger's keys) and audit events are this gateway's own.
+    args.extend(["--gateway-id".to_string(), format!("{}/{GATEWAY_NAME}", plan.namespace)]);
     for host in allowed_hosts(plan.namespace, &settings.extra_allowed_hosts) {
         args.push("--allowed-host".into());
         args.push(host);

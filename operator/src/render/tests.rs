@@ -34,6 +34,7 @@ fn settings() -> GatewaySettings {
         pod_disruption_budget: true,
         image_pull_secrets: Vec::new(),
         default_plugin_claim: "nexent-memory-plugins".into(),
+        token_review_cluster_role: "memgate-gateway-token-review".into(),
     }
 }
 
@@ -165,7 +166,10 @@ fn service_account_callers_get_the_token_and_only_the_auth_delegator_binding() {
     let gateway =
         render(&input(vec![ServedProvider { name: "a", spec: &a, preset: None }]), &settings()).expect("renders");
     let binding = gateway.binding.as_ref().expect("binding");
-    assert_eq!(binding.role_ref.name, AUTH_DELEGATOR);
+    assert_eq!(
+        binding.role_ref.name, "memgate-gateway-token-review",
+        "tokenreviews: create only, not system:auth-delegator"
+    );
     assert_eq!(binding.metadata.name.as_deref(), Some("memgate-gateway-agents"));
     let subjects = binding.subjects.as_ref().expect("subjects");
     assert_eq!((subjects[0].name.as_str(), subjects[0].namespace.as_deref()), ("memgate-gateway", Some("agents")));
@@ -178,7 +182,7 @@ fn offline_service_account_verification_gets_the_token_but_no_token_review_bindi
         "allowed": [{"namespace": "agents"}]}}}));
     let gateway =
         render(&input(vec![ServedProvider { name: "a", spec: &a, preset: None }]), &settings()).expect("renders");
-    assert!(gateway.binding.is_none(), "jwks verification reads public keys only: no system:auth-delegator");
+    assert!(gateway.binding.is_none(), "jwks verification reads public keys only: no TokenReview binding");
     assert_eq!(pod(&gateway).automount_service_account_token, Some(true));
     // One provider reviewing tokens is enough for the binding.
     let b = spec(json!({"access": {"serviceAccounts": {"audience": "memgate", "allowed": [{"namespace": "agents"}]}}}));

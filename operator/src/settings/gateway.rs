@@ -90,6 +90,15 @@ pub struct GatewayArgs {
     /// Nexent plugin PersistentVolumeClaim of a provider whose `spec.nexent.pluginClaim` is unset.
     #[arg(long = "gateway-default-plugin-claim", env = "MEMGATE_GATEWAY_DEFAULT_PLUGIN_CLAIM", default_value = DEFAULT_PLUGIN_CLAIM)]
     pub default_plugin_claim: String,
+    /// ClusterRole granting exactly `create` on `tokenreviews`, bound to a gateway's ServiceAccount
+    /// when its providers accept ServiceAccount tokens (the chart creates it; the operator may
+    /// `bind` only this one).
+    #[arg(
+        long = "gateway-token-review-cluster-role",
+        env = "MEMGATE_GATEWAY_TOKEN_REVIEW_CLUSTER_ROLE",
+        default_value = "memgate-gateway-token-review"
+    )]
+    pub token_review_cluster_role: String,
 }
 
 /// Defaults of every gateway the operator renders.
@@ -127,6 +136,8 @@ pub struct GatewaySettings {
     pub image_pull_secrets: Vec<String>,
     /// Plugin claim of a Nexent provider without `spec.nexent.pluginClaim`.
     pub default_plugin_claim: String,
+    /// The ClusterRole (`tokenreviews: create` only) gateways with ServiceAccount callers are bound to.
+    pub token_review_cluster_role: String,
 }
 
 /// Container resource requests and limits (Kubernetes quantities).
@@ -237,7 +248,14 @@ impl TryFrom<GatewayArgs> for GatewaySettings {
                 "must be a PersistentVolumeClaim name (lower-case DNS subdomain)",
             ));
         }
+        if !is_dns_subdomain(&args.token_review_cluster_role) {
+            return Err(bad(
+                "gateway-token-review-cluster-role",
+                "must be a ClusterRole name (lower-case DNS subdomain)",
+            ));
+        }
         Ok(GatewaySettings {
+            token_review_cluster_role: args.token_review_cluster_role,
             image: args.image,
             image_pull_policy: args.image_pull_policy,
             replicas: args.replicas,

@@ -6,6 +6,7 @@
 //! | gateway defaults | `--gateway-*` | [`gateway`] |
 //! | operator runtime | `--watch-namespaces`, `--listen`, `--resync-seconds`, `--concurrency` | here |
 //! | leader election | `--leader-election*`, `--lease-*`, `--identity` | [`leader`] |
+//! | policy over providers | `--allowed-origin` | here |
 //!
 //! Owns every default of the gateways the operator creates and of the operator process itself;
 //! a value is defaulted here and nowhere else. Never reads a credential.
@@ -18,6 +19,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use clap::Args;
+use memgate_crds::validation::destination::AllowedDestinations;
 use memgate_crds::validation::names::is_dns_label;
 
 pub use gateway::{GatewayArgs, GatewaySettings, LedgerSecret, Resources};
@@ -35,6 +37,21 @@ pub struct RunArgs {
     /// Leader election.
     #[command(flatten)]
     pub leader: LeaderArgs,
+    /// What providers may do.
+    #[command(flatten)]
+    pub policy: PolicyArgs,
+}
+
+/// Flags of the platform team's policy over providers.
+#[derive(Args, Debug, Clone)]
+pub struct PolicyArgs {
+    /// A destination providers may name as `spec.endpoint.origin` or `spec.access.oidc.issuer`: a
+    /// host (`mem0.example.com`), every name below a suffix (`*.memory.svc`) or a network for hosts
+    /// written as addresses (`10.0.0.0/8`); repeat, or comma-separated in the environment variable.
+    /// Unset: any destination but the always-refused ones (link-local, cloud metadata, loopback,
+    /// the API server). Set: a provider naming another is refused with `OriginNotAllowed`.
+    #[arg(long = "allowed-origin", env = "MEMGATE_ALLOWED_ORIGINS", value_delimiter = ',')]
+    pub allowed_origins: Vec<String>,
 }
 
 /// Flags of the operator process itself.
@@ -70,6 +87,8 @@ pub struct Settings {
     pub resync: Duration,
     /// Parallel reconciles.
     pub concurrency: usize,
+    /// Destinations providers may name (empty: no restriction beyond the always-refused ones).
+    pub allowed_destinations: AllowedDestinations,
 }
 
 impl Settings {
@@ -113,7 +132,11 @@ impl TryFrom<RunArgs> for Settings {
             }
             Some(set)
         };
+        let entries = args.policy.allowed_origins.iter().map(|e| e.trim()).filter(|e| !e.is_empty());
+        let allowed_destinations = AllowedDestinations::parse(entries)
+            .map_err(|entry| bad("allowed-origin", format!("\"{entry}\" is not a host, *.suffix or CIDR")))?;
         Ok(Settings {
+            allowed_destinations,
             gateway,
             watch_namespaces,
             listen: runtime.listen,

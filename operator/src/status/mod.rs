@@ -7,8 +7,8 @@
 //!
 //! | condition | True | False / Unknown |
 //! |---|---|---|
-//! | `Accepted` | `Accepted` | `InvalidSpec` |
-//! | `ResolvedRefs` | `ResolvedRefs` | `DialectNotFound`, `DialectNotAccepted`, `SecretNotFound`, `SecretKeyMissing`, `SecretValueInvalid`, `PluginClaimNotFound`; Unknown `NotChecked` |
+//! | `Accepted` | `Accepted` | `InvalidSpec`, `OriginNotAllowed` |
+//! | `ResolvedRefs` | `ResolvedRefs` | `DialectNotFound`, `DialectNotAccepted`, `SecretNotPermitted`, `SecretKeyMissing`, `SecretValueInvalid`, `PluginClaimNotFound`; Unknown `NotChecked` |
 //! | `Ready` | `Ready` | `Disabled`, the Accepted/ResolvedRefs reason, `GatewayProgressing`, `GatewayNotReady` |
 
 pub mod write;

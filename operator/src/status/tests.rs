@@ -108,11 +108,11 @@ fn ready_stays_true_while_another_providers_change_rolls_out_but_not_after_its_o
 fn refused_unresolved_disabled_and_stuck_providers_say_why_in_ready() {
     let mut verdict = served();
     verdict.refs = Refs::Unresolved(Problem::new(
-        Reason::SecretNotFound,
+        Reason::SecretNotPermitted,
         "spec.credentials.secretRef.name: Secret \"agents/x\" not found",
     ));
     let status = provider_status(&provider(1, Default::default()), &verdict, None, &at(0));
-    assert_eq!((ready(&status).status.as_str(), ready(&status).reason.as_str()), ("False", "SecretNotFound"));
+    assert_eq!((ready(&status).status.as_str(), ready(&status).reason.as_str()), ("False", "SecretNotPermitted"));
     assert!(ready(&status).message.contains("spec.credentials.secretRef.name"));
     assert!(status.endpoints.is_none(), "not served: no endpoints");
 

@@ -55,19 +55,42 @@ pub async fn install_crds(client: &Client) -> Result<()> {
     .await
 }
 
-/// The ClusterRole and the leader-election Role of the RBAC file.
+/// The operator's rules of the RBAC file, as one ClusterRole (what an operator watching every
+/// namespace is bound to: `memgate-operator` and `memgate-operator-credentials` together) and the
+/// leader-election Role.
 pub fn rbac() -> Result<(ClusterRole, Role)> {
     let docs: Vec<Value> = serde_saphyr::from_multiple(RBAC_YAML)?;
-    let mut cluster_role = None;
+    let mut cluster_role: Option<ClusterRole> = None;
+    let mut credentials: Option<Role> = None;
     let mut role = None;
     for doc in docs {
-        match doc["kind"].as_str() {
-            Some("ClusterRole") => cluster_role = Some(serde_json::from_value(doc)?),
-            Some("Role") => role = Some(serde_json::from_value(doc)?),
-            other => bail!("unexpected kind {other:?} in the RBAC file"),
+        match doc["metadata"]["name"].as_str() {
+            Some("memgate-operator") => cluster_role = Some(serde_json::from_value(doc)?),
+            Some("memgate-operator-credentials") => credentials = Some(serde_json::from_value(doc)?),
+            Some("memgate-operator-leader-election") => role = Some(serde_json::from_value(doc)?),
+            Some("memgate-gateway-token-review") => {}
+            other => bail!("unexpected object {other:?} in the RBAC file"),
         }
     }
-    Ok((cluster_role.context("a ClusterRole")?, role.context("a Role")?))
+    let mut cluster_role = cluster_role.context("the memgate-operator ClusterRole")?;
+    let credentials = credentials.context("the memgate-operator-credentials Role")?;
+    cluster_role.rules.get_or_insert_with(Vec::new).extend(credentials.rules.unwrap_or_default());
+    Ok((cluster_role, role.context("a Role")?))
+}
+
+/// The ClusterRole of gateways with ServiceAccount callers (`tokenreviews: create`), from the RBAC
+/// file, applied as the chart would.
+pub async fn install_token_review_role(admin: &Client) -> Result<()> {
+    let docs: Vec<Value> = serde_saphyr::from_multiple(RBAC_YAML)?;
+    let role = docs
+        .into_iter()
+        .find(|d| d["metadata"]["name"] == "memgate-gateway-token-review")
+        .context("the memgate-gateway-token-review ClusterRole")?;
+    let role: ClusterRole = serde_json::from_value(role)?;
+    Api::<ClusterRole>::all(admin.clone())
+        .patch("memgate-gateway-token-review", &PatchParams::apply("memgate-e2e").force(), &Patch::Apply(&role))
+        .await?;
+    Ok(())
 }
 
 /// An identity for one operator process: ServiceAccount `memgate-operator` in `namespace`, bound
@@ -82,6 +105,7 @@ pub async fn operator_identity(
     dir: &Path,
 ) -> Result<PathBuf> {
     let apply = PatchParams::apply("memgate-e2e").force();
+    install_token_review_role(admin).await?;
     let suffix = namespace;
     let cluster_role_name = format!("memgate-operator-{suffix}");
     cluster_role.metadata = ObjectMeta { name: Some(cluster_role_name.clone()), ..ObjectMeta::default() };
@@ -209,6 +233,11 @@ impl Operator {
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
+    }
+
+    /// True while the process has not exited (it was never restarted).
+    pub fn is_running(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
     }
 
     /// The JSON log so far.
@@ -426,8 +455,15 @@ pub fn provider(namespace: &str, name: &str, secret: &str, extra: Value) -> Valu
            "metadata": {"name": name, "namespace": namespace}, "spec": spec})
 }
 
-/// A Secret with string data.
+/// A Secret with string data, labelled as a memgate credential by its platform team.
 pub fn secret(namespace: &str, name: &str, data: &[(&str, &str)]) -> Value {
+    let mut secret = unlabelled_secret(namespace, name, data);
+    secret["metadata"]["labels"] = json!({"memgate.io/credential": "true"});
+    secret
+}
+
+/// A Secret with string data and no credential label (one a provider author must not be able to use).
+pub fn unlabelled_secret(namespace: &str, name: &str, data: &[(&str, &str)]) -> Value {
     let string_data: serde_json::Map<String, Value> = data.iter().map(|(k, v)| ((*k).into(), json!(v))).collect();
     json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name, "namespace": namespace},
            "stringData": string_data})
