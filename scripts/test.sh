@@ -3,9 +3,10 @@
 #  0. installs what the tests need when it is missing (scripts/lib/provision.sh: redis-server,
 #     python3-venv, openssl, curl, Go, Node.js, gcc, and for fuzzing g++, a nightly toolchain and
 #     cargo-fuzz; apt-get as root, otherwise it says what to install);
-#  1. provides kube-apiserver + etcd for the real-control-plane tests and Jaeger for the trace export
-#     test (each built once from Go modules and cached; see e2e/control-plane/README.md and
-#     e2e/trace-backend/provide.sh);
+#  1. provides kube-apiserver + etcd for the real-control-plane tests, Jaeger for the trace export
+#     test, and the real kubectl and kstatus (e2e/kube-tools: `kubectl auth can-i --list`, `kubectl
+#     wait`, cli-utils' kstatus verdicts), each built once from Go modules and cached (see
+#     e2e/control-plane/README.md, e2e/trace-backend/provide.sh, e2e/kube-tools/README.md);
 #  2. builds the release binaries exactly as the Dockerfile does (scripts/build-release.sh), provides
 #     Helm (e2e/helm/provide.sh) and the Python venvs of the end-to-end test, then runs every Rust test
 #     of the workspace (unit, contract, real API server, real gateway processes, the chart checks, the
@@ -32,6 +33,8 @@ echo "== identity provider binary" >&2
 e2e/identity-provider/provide.sh | tail -n 1 >&2
 echo "== helm" >&2
 MEMGATE_HELM=$(e2e/helm/provide.sh | tail -n 1); export MEMGATE_HELM
+echo "== kubectl and kstatus" >&2
+MEMGATE_KUBE_TOOLS=$(e2e/kube-tools/provide.sh | tail -n 1); export MEMGATE_KUBE_TOOLS
 
 echo "== release build (the container image's binaries, checked by e2e/tests/container_image.rs)" >&2
 ./scripts/build-release.sh
