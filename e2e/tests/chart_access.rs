@@ -81,9 +81,11 @@ async fn mode(cp: &ControlPlane, admin: &kube::Client, release: &str, restricted
     let pod = Pod::new(admin, &system, "operator-0", spec, &work.path().join("operator"), &work.path().join("claims"))?;
     let running = pod.start(&[("KUBECONFIG".into(), kubeconfig.display().to_string())]).await?;
     let address = format!("{}:8081", pod.ip);
-    eventually("the operator's /readyz", || async { (http(&address, "GET", "/readyz", &[], "").await.ok()?.0 == 200).then_some(()) })
-        .await
-        .with_context(|| std::fs::read_to_string(&running[0].log).unwrap_or_default())?;
+    eventually("the operator's /readyz", || async {
+        (http(&address, "GET", "/readyz", &[], "").await.ok()?.0 == 200).then_some(())
+    })
+    .await
+    .with_context(|| std::fs::read_to_string(&running[0].log).unwrap_or_default())?;
 
     let secret = json!({"apiVersion": "v1", "kind": "Secret",
         "metadata": {"name": "mem0-api", "namespace": agents, "labels": {"memgate.io/credential": "true"}},

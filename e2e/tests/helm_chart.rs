@@ -141,6 +141,10 @@ fn default_values_render_the_operator_its_access_and_metrics_service() -> Result
         "ServiceAccount/memgate-system/memgate-operator",
         "ClusterRole/memgate-operator",
         "ClusterRoleBinding/memgate-operator",
+        // Watching every namespace: its Secret rights everywhere.
+        "ClusterRole/memgate-operator-credentials",
+        "ClusterRoleBinding/memgate-operator-credentials",
+        "ClusterRole/memgate-gateway-token-review",
         "Role/memgate-system/memgate-operator-leader-election",
         "RoleBinding/memgate-system/memgate-operator-leader-election",
         "Service/memgate-system/memgate-operator-metrics",
@@ -227,6 +231,7 @@ fn default_values_render_the_operator_its_access_and_metrics_service() -> Result
         ("MEMGATE_GATEWAY_NETWORK_POLICY", "false"),
         ("MEMGATE_GATEWAY_POD_DISRUPTION_BUDGET", "true"),
         ("MEMGATE_GATEWAY_DEFAULT_PLUGIN_CLAIM", "nexent-memory-plugins"),
+        ("MEMGATE_GATEWAY_TOKEN_REVIEW_CLUSTER_ROLE", "memgate-gateway-token-review"),
     ];
     for (name, value) in expected_env {
         assert_eq!(env_str(&env, name)?, value, "{name}");
@@ -239,6 +244,7 @@ fn default_values_render_the_operator_its_access_and_metrics_service() -> Result
         "MEMGATE_GATEWAY_LEDGER_SECRET",
         "MEMGATE_GATEWAY_LEDGER_SECRET_KEY",
         "MEMGATE_GATEWAY_NETWORK_POLICY_ALLOWED_NAMESPACES",
+        "MEMGATE_ALLOWED_UPSTREAM_ORIGINS",
     ] {
         assert!(!env.contains_key(name), "{name} is set by default: {env:?}");
     }
@@ -260,6 +266,12 @@ fn every_toggle_flipped_reaches_the_operator_environment_and_objects() -> Result
         "ServiceAccount/memgate-system/platform-memgate-operator",
         "ClusterRole/platform-memgate-operator",
         "ClusterRoleBinding/platform-memgate-operator",
+        // watchNamespaces: Secret rights only in team-a and team-b.
+        "Role/team-a/platform-memgate-operator-credentials",
+        "RoleBinding/team-a/platform-memgate-operator-credentials",
+        "Role/team-b/platform-memgate-operator-credentials",
+        "RoleBinding/team-b/platform-memgate-operator-credentials",
+        "ClusterRole/platform-memgate-gateway-token-review",
         "Role/memgate-system/platform-memgate-operator-leader-election",
         "RoleBinding/memgate-system/platform-memgate-operator-leader-election",
         "Service/memgate-system/platform-memgate-operator-metrics",
@@ -325,6 +337,8 @@ fn every_toggle_flipped_reaches_the_operator_environment_and_objects() -> Result
         ("MEMGATE_GATEWAY_NETWORK_POLICY_ALLOWED_NAMESPACES", "agents,nexent"),
         ("MEMGATE_GATEWAY_POD_DISRUPTION_BUDGET", "false"),
         ("MEMGATE_GATEWAY_DEFAULT_PLUGIN_CLAIM", "team-plugins"),
+        ("MEMGATE_GATEWAY_TOKEN_REVIEW_CLUSTER_ROLE", "platform-memgate-gateway-token-review"),
+        ("MEMGATE_ALLOWED_UPSTREAM_ORIGINS", "*.memory.svc,mem0.example.com,10.0.0.0/8"),
         ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://otel-collector.observability.svc:4318"),
     ] {
         assert_eq!(env_str(&env, name)?, value, "{name}");
@@ -430,19 +444,36 @@ fn chart_rbac_rules_are_exactly_the_operator_rbac_file() -> Result<()> {
          cp operator/rbac/operator-rbac.yaml charts/memgate/files/operator-rbac.yaml"
     );
     let wanted = split_manifest(&file)?;
-    let rules_of = |kind: &str| -> Result<&Value> {
-        let found: Vec<&Value> = wanted.iter().filter(|o| o["kind"] == kind).collect();
-        ensure!(found.len() == 1, "operator-rbac.yaml should hold one {kind}");
-        Ok(&found[0]["rules"])
+    let rules_of = |name: &str| -> Result<Value> {
+        let found: Vec<&Value> = wanted.iter().filter(|o| o["metadata"]["name"] == name).collect();
+        ensure!(found.len() == 1, "operator-rbac.yaml should hold one {name}");
+        Ok(found[0]["rules"].clone())
     };
-    for values in [vec![], vec![all_toggles()]] {
+    for (values, prefix) in [(vec![], "memgate"), (vec![all_toggles()], "platform-memgate")] {
         let values: Vec<&Path> = values.iter().map(PathBuf::as_path).collect();
         let objects = render(&values, &[])?;
-        for kind in ["ClusterRole", "Role"] {
-            let rendered: Vec<&Value> = objects.iter().filter(|o| o["kind"] == kind).collect();
-            assert_eq!(rendered.len(), 1, "one {kind}");
-            assert_eq!(&rendered[0]["rules"], rules_of(kind)?, "the chart's {kind} rules are the file's");
+        // Every Role and ClusterRole of the chart is a document of the file, with its rules (the
+        // token-review ClusterRole the operator may bind named as this release's).
+        let roles: Vec<&Value> = objects.iter().filter(|o| o["kind"] == "ClusterRole" || o["kind"] == "Role").collect();
+        for role in &roles {
+            let name = role["metadata"]["name"].as_str().context("name")?;
+            let document = name.replacen(prefix, "memgate", 1);
+            let mut wanted_rules = rules_of(&document)?;
+            if document == "memgate-operator" {
+                let text = wanted_rules
+                    .to_string()
+                    .replace("\"memgate-gateway-token-review\"", &format!("\"{prefix}-gateway-token-review\""));
+                wanted_rules = serde_json::from_str(&text)?;
+            }
+            assert_eq!(role["rules"], wanted_rules, "the chart's {name} rules are the file's");
         }
+        let documents: BTreeSet<String> =
+            wanted.iter().filter_map(|o| o["metadata"]["name"].as_str().map(String::from)).collect();
+        let rendered: BTreeSet<String> = roles
+            .iter()
+            .filter_map(|r| r["metadata"]["name"].as_str().map(|n| n.replacen(prefix, "memgate", 1)))
+            .collect();
+        assert_eq!(rendered, documents, "every document of the file is rendered");
     }
     Ok(())
 }
@@ -496,7 +527,7 @@ async fn default_rendering_applies_to_a_real_api_server() -> Result<()> {
     let namespace = control_plane.new_namespace("memgate-system").await?;
     let text = helm()?.template(&chart(), RELEASE, &namespace, &[], &[], true)?;
     let objects = split_manifest(&text)?;
-    assert_eq!(objects.len(), 9, "2 CRDs + 7 objects: {:?}", objects.iter().map(describe).collect::<Vec<_>>());
+    assert_eq!(objects.len(), 12, "2 CRDs + 10 objects: {:?}", objects.iter().map(describe).collect::<Vec<_>>());
 
     let dry = apply_manifest(&client, &objects, "memgate-e2e-helm", true).await?;
     assert_eq!(dry.len(), objects.len());

@@ -34,7 +34,7 @@ use kube::api::{ApiResource, DynamicObject, Patch, PatchParams};
 use memgate_crds::MemoryProvider;
 use memgate_e2e::ControlPlane;
 use memgate_e2e::{self as helm, Helm};
-use platform_support::kubelet::{Pod, Running, pod_ip, release_dir};
+use platform_support::kubelet::{Pod, Running, host_address, release_dir};
 use platform_support::{PATIENCE, eventually, http, python, service_account_kubeconfig, tenant};
 use serde_json::{Value, json};
 
@@ -47,6 +47,11 @@ const MANAGER: &str = "memgate-e2e";
 
 fn repo(path: &str) -> std::path::PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(path)
+}
+
+/// A free TCP port on this machine.
+fn free_port() -> Result<u16> {
+    Ok(std::net::TcpListener::bind("0.0.0.0:0")?.local_addr()?.port())
 }
 
 /// A started `memgate-gateway dev-upstream` (the Mem0 server of the examples) on `address`.
@@ -209,7 +214,9 @@ async fn a_platform_team_installs_with_helm_applies_the_examples_and_tenants_use
     .with_context(|| std::fs::read_to_string(&operator[0].log).unwrap_or_default())?;
 
     // 3. The examples, with their fake values replaced and the origin pointed at the Mem0 server.
-    let upstream = format!("{}:8888", pod_ip());
+    // The Mem0 server is another workload: a gateway in a cluster never connects to loopback (its own
+    // pod), so it listens on this machine's own address rather than on a loopback "pod IP".
+    let upstream = format!("{}:{}", host_address()?, free_port()?);
     let mut upstream_key = format!("mem0-key-{}", std::process::id());
     let caller_token = format!("caller-token-{}", std::process::id());
     let mut mem0 = dev_upstream(&upstream, &upstream_key, &work.path().join("upstream.log"))?;

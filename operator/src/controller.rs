@@ -231,29 +231,12 @@ fn spawn_watches(client: &Client, settings: &Settings, feed: &Feed, tasks: &mut 
         });
         // Only Secrets a platform team labelled as memgate credentials: no other Secret's metadata
         // (annotations can hold kubectl's copy of its values) is ever held.
-        let credentials = watcher::Config::default().labels(CREDENTIAL_SELECTOR);
-        let secrets = scoped(client, s);
-        spawn_metadata::<Secret>(
-            tasks,
-            feed,
-            "secrets",
-            secrets,
-            credentials,
-            scope,
-            Index::secret,
-            Index::reset_secrets,
-        );
-        let claims = scoped(client, s);
-        spawn_metadata::<PersistentVolumeClaim>(
-            tasks,
-            feed,
-            "persistentvolumeclaims",
-            claims,
-            watcher::Config::default(),
-            scope,
-            Index::claim,
-            Index::reset_claims,
-        );
+        let credentials = (scoped(client, s), watcher::Config::default().labels(CREDENTIAL_SELECTOR));
+        let secret_changes: (Versioned, VersionedReset) = (Index::secret, Index::reset_secrets);
+        spawn_metadata::<Secret>(tasks, feed, "secrets", credentials, scope, secret_changes);
+        let claims = (scoped(client, s), watcher::Config::default());
+        let claim_changes: (Versioned, VersionedReset) = (Index::claim, Index::reset_claims);
+        spawn_metadata::<PersistentVolumeClaim>(tasks, feed, "persistentvolumeclaims", claims, scope, claim_changes);
         for kind in OwnedKind::APPLY_ORDER.into_iter().filter(|k| !k.info().cluster_scoped) {
             spawn_owned_kind(kind, client, s, feed, scope, tasks);
         }
@@ -374,15 +357,14 @@ type Versioned = fn(&mut Index, &str, &str, Option<String>) -> Vec<Key>;
 type VersionedReset = fn(&mut Index, Option<&str>, Vec<(String, String, String)>) -> Vec<Key>;
 
 /// A metadata watch of a kind the providers refer to (Secrets, claims): only versions are kept.
+/// `(change, reset)` are how the index takes one change and a relist.
 fn spawn_metadata<K>(
     tasks: &mut JoinSet<&'static str>,
     feed: &Feed,
     resource: &'static str,
-    api: Api<PartialObjectMeta<K>>,
-    config: watcher::Config,
+    (api, config): (Api<PartialObjectMeta<K>>, watcher::Config),
     scope: &Option<String>,
-    change: Versioned,
-    reset: VersionedReset,
+    (change, reset): (Versioned, VersionedReset),
 ) where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + std::fmt::Debug + Send + 'static,
 {

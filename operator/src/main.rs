@@ -51,9 +51,9 @@ enum Command {
         /// for a cluster.
         #[arg(long)]
         standalone: bool,
-        /// A destination the operator allows (its `--allowed-origin` list: a host, `*.suffix` or a
+        /// A destination the operator allows (its `--allowed-upstream-origin` list: a host, `*.suffix` or a
         /// CIDR; repeat): providers naming anything else are refused as the operator would.
-        #[arg(long = "allowed-origin")]
+        #[arg(long = "allowed-upstream-origin")]
         allowed_origins: Vec<String>,
     },
 }
@@ -90,7 +90,7 @@ fn main() -> ExitCode {
             let allowed = match AllowedDestinations::parse(allowed_origins.iter().map(String::as_str)) {
                 Ok(allowed) => allowed,
                 Err(entry) => {
-                    eprintln!("error: --allowed-origin \"{entry}\" is not a host, *.suffix or CIDR");
+                    eprintln!("error: --allowed-upstream-origin \"{entry}\" is not a host, *.suffix or CIDR");
                     return ExitCode::from(2);
                 }
             };

@@ -91,7 +91,7 @@ impl Report {
 pub struct Options {
     /// Cluster (the default: loopback destinations refused) or a standalone gateway's folder.
     pub placement: Placement,
-    /// The operator's `--allowed-origin` list, if the pipeline knows it.
+    /// The operator's `--allowed-upstream-origin` list, if the pipeline knows it.
     pub allowed: AllowedDestinations,
 }
 

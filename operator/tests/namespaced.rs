@@ -390,10 +390,11 @@ async fn rendered_config_and_mounted_secret_keys_serve_a_real_mcp_call_through_t
     let dir = tempfile::tempdir()?;
     let key = format!("upstream-key-{ns}");
 
-    // The upstream: the gateway's own development Mem0 server, with one memory stored.
+    // The upstream: the gateway's own development Mem0 server, with one memory stored, on this
+    // machine's own address (a gateway in a cluster refuses loopback, its own pod).
     let mut upstream = Process::spawn(
         &gateway,
-        &["dev-upstream".into(), "--listen".into(), "127.0.0.1:0".into()],
+        &["dev-upstream".into(), "--listen".into(), format!("{}:0", host_address()?)],
         &[("MEMGATE_DEV_UPSTREAM_API_KEY".into(), key.clone())],
         dir.path().join("upstream.log"),
     )?;

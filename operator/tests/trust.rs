@@ -112,7 +112,7 @@ async fn destinations_a_gateway_must_never_reach_are_refused_and_the_allow_list_
     let (cp, admin) = control_plane().await?;
     let home = cp.new_namespace("op-origins").await?;
     let ns = cp.new_namespace("origins").await?;
-    let allowed = ["--allowed-origin", "*.example.com", "--allowed-origin", "10.0.0.0/8"];
+    let allowed = ["--allowed-upstream-origin", "*.example.com", "--allowed-upstream-origin", "10.0.0.0/8"];
     let mut running = start_operator(cp, &admin, &home, &[&ns], &allowed).await?;
     apply(&admin, secret(&ns, "mem0-api", &[("api-key", "key")])).await?;
     let refused = [

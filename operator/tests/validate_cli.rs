@@ -325,7 +325,7 @@ fn a_50_mib_document_stays_within_a_small_multiple_of_its_size() {
 
 /// What the operator refuses in a cluster, `validate` refuses before anything reaches one: a
 /// metadata destination (everywhere), loopback (unless `--standalone`), a Secret without the
-/// credential label, and a destination outside `--allowed-origin`.
+/// credential label, and a destination outside `--allowed-upstream-origin`.
 #[test]
 fn validate_refuses_destinations_and_secrets_as_the_operator_does() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -371,9 +371,9 @@ fn validate_refuses_destinations_and_secrets_as_the_operator_does() {
     assert!(!stdout(&out).contains("real-value"));
 
     let outside = write("outside.yaml", provider("elsewhere", "https://mem0.other.org", "absent"));
-    let out = run(&["validate", "--allowed-origin", "*.example.com", &outside]);
+    let out = run(&["validate", "--allowed-upstream-origin", "*.example.com", &outside]);
     assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
     assert!(stdout(&out).contains("outside the destinations the platform team allows"), "{}", stdout(&out));
-    assert_eq!(run(&["validate", "--allowed-origin", "*.other.org", &outside]).status.code(), Some(0));
-    assert_eq!(run(&["validate", "--allowed-origin", "not a host", &outside]).status.code(), Some(2));
+    assert_eq!(run(&["validate", "--allowed-upstream-origin", "*.other.org", &outside]).status.code(), Some(0));
+    assert_eq!(run(&["validate", "--allowed-upstream-origin", "not a host", &outside]).status.code(), Some(2));
 }

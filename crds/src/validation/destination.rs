@@ -213,7 +213,7 @@ impl AllowedDestinations {
             .map(|(field, _)| {
                 Violation::new(
                     field,
-                    "is outside the destinations the platform team allows (the operator's allowedOrigins)",
+                    "is outside the destinations the platform team allows (the operator's allowedOrigins, --allowed-upstream-origin)",
                 )
             })
             .collect()

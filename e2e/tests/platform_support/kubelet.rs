@@ -97,6 +97,25 @@ pub fn image_entrypoint() -> Result<(Vec<String>, Vec<String>)> {
     Ok((json_of("ENTRYPOINT ")?, json_of("CMD ")?))
 }
 
+/// This machine's own non-loopback IPv4 address (the one its route to the outside uses; finding it
+/// sends nothing). Stands in for the address of a service outside the gateway's pod: a gateway in a
+/// cluster refuses loopback upstreams, which are its own pod.
+pub fn host_address() -> Result<Ipv4Addr> {
+    for probe in ["192.0.2.1:9", "10.255.255.254:9", "8.8.8.8:53"] {
+        let Ok(socket) = std::net::UdpSocket::bind("0.0.0.0:0") else { continue };
+        if socket.connect(probe).is_err() {
+            continue;
+        }
+        if let Ok(std::net::SocketAddr::V4(local)) = socket.local_addr()
+            && !local.ip().is_loopback()
+            && !local.ip().is_unspecified()
+        {
+            return Ok(*local.ip());
+        }
+    }
+    anyhow::bail!("this machine has no non-loopback IPv4 address with a route: the platform test needs one")
+}
+
 /// A loopback address nobody else uses in this test run, standing in for a pod IP.
 pub fn pod_ip() -> Ipv4Addr {
     let n = GENERATION.fetch_add(1, Ordering::Relaxed);

@@ -483,3 +483,21 @@ fn an_unnamed_plugin_claim_is_the_configured_default_and_a_named_one_wins() {
     assert!(text.contains("name: a\n"), "provider a writes into the default claim:\n{text}");
     assert!(!text.contains("pluginClaim"), "the spec is rendered as written, not defaulted");
 }
+
+#[test]
+fn the_service_selects_pods_by_memgate_own_label_and_the_gateway_runs_as_a_cluster_pod() {
+    let gateway = render(&input(vec![ServedProvider { name: "p", spec: &spec(json!({})), preset: None }]), &settings())
+        .expect("renders");
+    let selector = gateway.service.spec.as_ref().and_then(|s| s.selector.clone()).expect("selector");
+    assert_eq!(selector.get(GATEWAY_POD_LABEL).map(String::as_str), Some(GATEWAY_NAME), "{selector:?}");
+    let pod_labels = gateway.deployment.spec.template.metadata.as_ref().and_then(|m| m.labels.clone()).expect("labels");
+    assert!(selector.iter().all(|(k, v)| pod_labels.get(k) == Some(v)), "the pods carry every selected label");
+    assert_eq!(
+        gateway.deployment.spec.selector.match_labels,
+        Some(selector_labels()),
+        "the Deployment selector is unchanged"
+    );
+    let args = container(&gateway, "gateway").args.clone().unwrap_or_default();
+    assert!(args.windows(2).any(|w| w == ["--placement", "cluster"]), "{args:?}");
+    assert!(args.windows(2).any(|w| w == ["--gateway-id", "agents/memgate-gateway"]), "{args:?}");
+}

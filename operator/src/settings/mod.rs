@@ -6,7 +6,7 @@
 //! | gateway defaults | `--gateway-*` | [`gateway`] |
 //! | operator runtime | `--watch-namespaces`, `--listen`, `--resync-seconds`, `--concurrency` | here |
 //! | leader election | `--leader-election*`, `--lease-*`, `--identity` | [`leader`] |
-//! | policy over providers | `--allowed-origin` | here |
+//! | policy over providers | `--allowed-upstream-origin` | here |
 //!
 //! Owns every default of the gateways the operator creates and of the operator process itself;
 //! a value is defaulted here and nowhere else. Never reads a credential.
@@ -50,7 +50,7 @@ pub struct PolicyArgs {
     /// written as addresses (`10.0.0.0/8`); repeat, or comma-separated in the environment variable.
     /// Unset: any destination but the always-refused ones (link-local, cloud metadata, loopback,
     /// the API server). Set: a provider naming another is refused with `OriginNotAllowed`.
-    #[arg(long = "allowed-origin", env = "MEMGATE_ALLOWED_ORIGINS", value_delimiter = ',')]
+    #[arg(long = "allowed-upstream-origin", env = "MEMGATE_ALLOWED_UPSTREAM_ORIGINS", value_delimiter = ',')]
     pub allowed_origins: Vec<String>,
 }
 
@@ -134,7 +134,7 @@ impl TryFrom<RunArgs> for Settings {
         };
         let entries = args.policy.allowed_origins.iter().map(|e| e.trim()).filter(|e| !e.is_empty());
         let allowed_destinations = AllowedDestinations::parse(entries)
-            .map_err(|entry| bad("allowed-origin", format!("\"{entry}\" is not a host, *.suffix or CIDR")))?;
+            .map_err(|entry| bad("allowed-upstream-origin", format!("\"{entry}\" is not a host, *.suffix or CIDR")))?;
         Ok(Settings {
             allowed_destinations,
             gateway,

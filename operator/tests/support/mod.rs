@@ -455,6 +455,25 @@ pub fn provider(namespace: &str, name: &str, secret: &str, extra: Value) -> Valu
            "metadata": {"name": name, "namespace": namespace}, "spec": spec})
 }
 
+/// This machine's own non-loopback IPv4 address (the one its route to the outside uses; finding it
+/// sends nothing): where a test's upstream listens, since a gateway in a cluster never connects to
+/// loopback (its own pod).
+pub fn host_address() -> Result<std::net::Ipv4Addr> {
+    for probe in ["192.0.2.1:9", "10.255.255.254:9", "8.8.8.8:53"] {
+        let Ok(socket) = std::net::UdpSocket::bind("0.0.0.0:0") else { continue };
+        if socket.connect(probe).is_err() {
+            continue;
+        }
+        if let Ok(std::net::SocketAddr::V4(local)) = socket.local_addr()
+            && !local.ip().is_loopback()
+            && !local.ip().is_unspecified()
+        {
+            return Ok(*local.ip());
+        }
+    }
+    bail!("this machine has no non-loopback IPv4 address with a route: the test needs one")
+}
+
 /// A Secret with string data, labelled as a memgate credential by its platform team.
 pub fn secret(namespace: &str, name: &str, data: &[(&str, &str)]) -> Value {
     let mut secret = unlabelled_secret(namespace, name, data);
