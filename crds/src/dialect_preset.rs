@@ -27,7 +27,8 @@ use crate::status::Condition;
     doc = "A closed, versioned description of one Mem0-compatible search call; the name is the dialect id and the spec is immutable.",
     printcolumn(name = "Version", type_ = "integer", json_path = ".spec.dialectVersion"),
     printcolumn(name = "Method", type_ = "string", json_path = ".spec.search.method"),
-    printcolumn(name = "Accepted", type_ = "string", json_path = ".status.conditions[?(@.type==\"Accepted\")].status"),
+    printcolumn(name = "Ready", type_ = "string", json_path = ".status.conditions[?(@.type==\"Ready\")].status"),
+    printcolumn(name = "Reason", type_ = "string", json_path = ".status.conditions[?(@.type==\"Ready\")].reason"),
     printcolumn(name = "Providers", type_ = "integer", json_path = ".status.providers"),
     printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp"),
     validation = Rule::new("!(self.metadata.name in ['mem0-platform-v3', 'mem0-oss-rest-2026-08', 'aliyun-polardb-mysql-2026-08', 'aliyun-hologres-mem0-2.0.6', 'aliyun-rds-postgresql-memory-2026-08'])").message("metadata.name: this id is reserved for a memgate built-in dialect; give the DialectPreset another name"),
@@ -264,7 +265,8 @@ pub struct DialectPresetStatus {
     /// Generation the conditions describe.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
-    /// `Accepted` carries the validation verdict.
+    /// `Accepted` and `Ready` carry the validation verdict; `Reconciling` and `Stalled` restate it
+    /// for kstatus (an invalid preset is `Stalled`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
     pub conditions: Vec<Condition>,

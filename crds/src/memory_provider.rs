@@ -42,6 +42,8 @@ fn default_timeout_ms() -> u32 {
     doc = "One upstream memory service (endpoint + dialect + fixed scope + credential by Secret reference), served as one Remote MCP server and optionally one Nexent provider.",
     printcolumn(name = "Dialect", type_ = "string", json_path = ".status.dialect"),
     printcolumn(name = "Ready", type_ = "string", json_path = ".status.conditions[?(@.type==\"Ready\")].status"),
+    printcolumn(name = "Reason", type_ = "string", json_path = ".status.conditions[?(@.type==\"Ready\")].reason"),
+    printcolumn(name = "Endpoint", type_ = "string", json_path = ".status.endpoints.mcp"),
     printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
 )]
 #[x_kube(validation = Rule::new("!has(self.dialect.presetRef) || !has(self.nexent) || !has(self.nexent.ingest) || !self.nexent.ingest").message("spec.nexent.ingest: a custom DialectPreset describes search only; ingest needs a built-in dialect with a verified write contract"))]
@@ -373,7 +375,8 @@ pub struct MemoryProviderStatus {
     /// Generation the conditions describe.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
-    /// `Accepted`, `ResolvedRefs` and `Ready`.
+    /// `Accepted`, `ResolvedRefs` and `Ready`, then `Reconciling` and `Stalled` (abnormal-true, the
+    /// kstatus convention: at most one is True, restating `Ready`'s reason).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
     pub conditions: Vec<Condition>,

@@ -47,6 +47,18 @@ pub struct ApplyError {
     pub source: kube::Error,
 }
 
+impl ApplyError {
+    /// What failed, for a provider's status: the operation, the object and the API server's answer
+    /// (its code and message; a gateway object holds no credential, so neither does the answer).
+    pub fn summary(&self) -> String {
+        let answer = match &self.source {
+            kube::Error::Api(status) => format!("HTTP {} {}: {}", status.code, status.reason, status.message),
+            _ => "the API server could not be reached".to_string(),
+        };
+        format!("{} the gateway {} failed ({answer}); retrying with backoff", self.operation, self.kind)
+    }
+}
+
 /// What happened to one object.
 #[derive(Debug)]
 pub enum Applied<K> {

@@ -34,12 +34,15 @@ pub enum Reason {
     PluginClaimNotFound,
     /// `ResolvedRefs=Unknown`: references are checked once the spec is valid.
     NotChecked,
-    /// `Ready=False`: `spec.enabled` is false.
+    /// `Ready=True`: `spec.enabled` is false, so its desired state (not served) is reached.
     Disabled,
     /// `Ready=False`: the gateway Deployment is rolling out the config that carries the provider.
     GatewayProgressing,
     /// `Ready=False`: the gateway Deployment exceeded its progress deadline.
     GatewayNotReady,
+    /// `Ready=False`: writing a gateway object failed (an admission webhook, a quota, the API
+    /// server); retried with backoff.
+    GatewayApplyFailed,
     /// `Ready=True`: served by a gateway that rolled out its config.
     Ready,
 }
@@ -69,6 +72,50 @@ impl Actor {
     }
 }
 
+/// What the `Ready` condition's reason means to a GitOps tool: the (Ready, Reconciling, Stalled)
+/// conditions it comes with (kstatus convention), hence kstatus's and Argo CD's verdicts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Progress {
+    /// Served as desired: `Ready=True`.
+    Done,
+    /// Not served, as desired (`spec.enabled: false`): `Ready=True`; Argo CD shows it suspended.
+    Off,
+    /// Still working, or waiting for something expected: `Ready=False`, `Reconciling=True`.
+    Waiting,
+    /// Cannot progress until a person acts: `Ready=False`, `Stalled=True`.
+    Failed,
+}
+
+impl Progress {
+    /// The status of `Ready`, `Reconciling` and `Stalled`.
+    pub fn conditions(self) -> (&'static str, &'static str, &'static str) {
+        match self {
+            Progress::Done | Progress::Off => ("True", "False", "False"),
+            Progress::Waiting => ("False", "True", "False"),
+            Progress::Failed => ("False", "False", "True"),
+        }
+    }
+
+    /// What kstatus (Flux, kpt, `kubectl`-based pipelines) computes from those conditions.
+    pub fn kstatus(self) -> &'static str {
+        match self {
+            Progress::Done | Progress::Off => "Current",
+            Progress::Waiting => "InProgress",
+            Progress::Failed => "Failed",
+        }
+    }
+
+    /// What the Argo CD health check (`charts/memgate/files/argocd-health.lua`) answers.
+    pub fn argocd(self) -> &'static str {
+        match self {
+            Progress::Done => "Healthy",
+            Progress::Off => "Suspended",
+            Progress::Waiting => "Progressing",
+            Progress::Failed => "Degraded",
+        }
+    }
+}
+
 /// One row of the table.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ReasonInfo {
@@ -80,6 +127,8 @@ pub struct ReasonInfo {
     pub actor: Actor,
     /// What they do.
     pub remedy: &'static str,
+    /// As the reason of `Ready`, what it means to a GitOps tool; `None` for reasons never on `Ready`.
+    pub progress: Option<Progress>,
 }
 
 /// The conditions a reason that keeps a provider from being served is written on.
@@ -87,7 +136,7 @@ const REFS_NOT_SERVED: &str = "ResolvedRefs=False, Ready=False";
 
 impl Reason {
     /// Every reason, in the order of the README's table.
-    pub const ALL: [Reason; 15] = [
+    pub const ALL: [Reason; 16] = [
         Reason::Accepted,
         Reason::InvalidSpec,
         Reason::OriginNotAllowed,
@@ -102,6 +151,7 @@ impl Reason {
         Reason::Disabled,
         Reason::GatewayProgressing,
         Reason::GatewayNotReady,
+        Reason::GatewayApplyFailed,
         Reason::Ready,
     ];
 
@@ -122,13 +172,25 @@ impl Reason {
             Reason::Disabled => "Disabled",
             Reason::GatewayProgressing => "GatewayProgressing",
             Reason::GatewayNotReady => "GatewayNotReady",
+            Reason::GatewayApplyFailed => "GatewayApplyFailed",
             Reason::Ready => "Ready",
         }
     }
 
+    /// The reason written as `text`, if it is one.
+    pub fn parse(text: &str) -> Option<Reason> {
+        Reason::ALL.into_iter().find(|r| r.as_str() == text)
+    }
+
     /// Its row of the table.
     pub fn info(self) -> ReasonInfo {
-        let row = |conditions, meaning, actor, remedy| ReasonInfo { conditions, meaning, actor, remedy };
+        let row = |conditions, meaning, actor, remedy| ReasonInfo {
+            conditions,
+            meaning,
+            actor,
+            remedy,
+            progress: Some(self.progress_of_ready()),
+        };
         match self {
             Reason::Accepted => row("Accepted=True", "the spec passed every rule", Actor::Nobody, "nothing"),
             Reason::InvalidSpec => row(
@@ -192,10 +254,10 @@ impl Reason {
                 "fix the spec first",
             ),
             Reason::Disabled => row(
-                "Ready=False",
-                "`spec.enabled` is false: the gateway does not serve the provider",
-                Actor::ProviderAuthor,
-                "set `spec.enabled: true` to serve it",
+                "Ready=True",
+                "`spec.enabled` is false: the gateway does not serve the provider, as asked (done, for GitOps tools)",
+                Actor::Nobody,
+                "nothing; set `spec.enabled: true` to serve it",
             ),
             Reason::GatewayProgressing => row(
                 "Ready=False",
@@ -208,6 +270,12 @@ impl Reason {
                 "the gateway Deployment exceeded its progress deadline",
                 Actor::PlatformTeam,
                 "look at the `memgate-gateway` Deployment's pods (image, resources, probes)",
+            ),
+            Reason::GatewayApplyFailed => row(
+                "Ready=False",
+                "writing a gateway object failed (the message names the object and the API server's answer); retried with backoff",
+                Actor::PlatformTeam,
+                "look at what refused the write (an admission webhook, a ResourceQuota, the API server); it is retried on its own",
             ),
             Reason::Ready => row(
                 "Ready=True",
@@ -222,6 +290,34 @@ impl Reason {
     pub fn remedy(self) -> &'static str {
         self.info().remedy
     }
+
+    /// The GitOps meaning of this reason on `Ready`, `None` when it is never there.
+    pub fn progress(self) -> Option<Progress> {
+        self.info().progress.filter(|_| self.info().conditions.contains("Ready="))
+    }
+
+    /// The GitOps meaning the reason would have on `Ready` (see [`Reason::progress`]).
+    fn progress_of_ready(self) -> Progress {
+        match self {
+            Reason::Ready => Progress::Done,
+            Reason::Disabled => Progress::Off,
+            // Expected to appear or to finish on their own: GitOps tools keep waiting.
+            Reason::SecretNotPermitted
+            | Reason::DialectNotFound
+            | Reason::PluginClaimNotFound
+            | Reason::GatewayProgressing
+            | Reason::GatewayApplyFailed => Progress::Waiting,
+            // A person must act: GitOps tools report a failure at once.
+            Reason::InvalidSpec
+            | Reason::OriginNotAllowed
+            | Reason::DialectNotAccepted
+            | Reason::SecretKeyMissing
+            | Reason::SecretValueInvalid
+            | Reason::GatewayNotReady => Progress::Failed,
+            // Never the reason of Ready (only of Accepted / ResolvedRefs).
+            Reason::Accepted | Reason::ResolvedRefs | Reason::NotChecked => Progress::Waiting,
+        }
+    }
 }
 
 impl fmt::Display for Reason {
@@ -232,12 +328,22 @@ impl fmt::Display for Reason {
 
 /// The table as the README shows it.
 pub fn markdown_table() -> String {
-    let mut table = String::from("| reason | condition | meaning | who acts | what to do |\n|---|---|---|---|---|\n");
+    let mut table = String::from(
+        "| reason | condition | meaning | who acts | what to do | Ready / Reconciling / Stalled | kstatus | Argo CD |\n\
+         |---|---|---|---|---|---|---|---|\n",
+    );
     for reason in Reason::ALL {
         let info = reason.info();
         let conditions: Vec<String> = info.conditions.split(", ").map(|c| format!("`{c}`")).collect();
+        let (triple, kstatus, argocd) = match reason.progress() {
+            Some(progress) => {
+                let (ready, reconciling, stalled) = progress.conditions();
+                (format!("{ready} / {reconciling} / {stalled}"), progress.kstatus(), progress.argocd())
+            }
+            None => ("-".to_string(), "-", "-"),
+        };
         table.push_str(&format!(
-            "| `{reason}` | {} | {} | {} | {} |\n",
+            "| `{reason}` | {} | {} | {} | {} | {triple} | {kstatus} | {argocd} |\n",
             conditions.join(", "),
             info.meaning,
             info.actor.as_str(),
@@ -281,7 +387,22 @@ mod tests {
             let info = reason.info();
             let good = info.conditions.ends_with("=True");
             assert_eq!(info.actor == Actor::Nobody, good, "{reason}");
-            assert_eq!(info.remedy == "nothing", good, "{reason}");
+            assert_eq!(info.remedy.starts_with("nothing"), good, "{reason}");
+        }
+    }
+
+    #[test]
+    fn every_reason_of_ready_has_one_gitops_meaning_and_the_others_none() {
+        for reason in Reason::ALL {
+            let on_ready = reason.info().conditions.contains("Ready=");
+            assert_eq!(reason.progress().is_some(), on_ready, "{reason}");
+        }
+        assert_eq!(Reason::Disabled.progress(), Some(Progress::Off), "disabled is done, not in progress");
+        assert_eq!(Reason::SecretNotPermitted.progress(), Some(Progress::Waiting), "a Secret may still be created");
+        assert_eq!(Reason::InvalidSpec.progress(), Some(Progress::Failed), "a person must act at once");
+        for progress in [Progress::Done, Progress::Off, Progress::Waiting, Progress::Failed] {
+            let (_, reconciling, stalled) = progress.conditions();
+            assert!(!(reconciling == "True" && stalled == "True"), "never both");
         }
     }
 

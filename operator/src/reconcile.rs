@@ -32,7 +32,7 @@ use crate::owned::{Step, plan};
 use crate::render::{self, Gateway, GatewayInput, RenderError, ServedProvider};
 use crate::resolve::{self, SecretVerdicts};
 use crate::settings::Settings;
-use crate::status::{self, GatewayState};
+use crate::status::{self, GatewayState, Rollout};
 use crate::validate::{self, Claims, ProviderVerdict};
 
 /// Everything a reconcile uses.
@@ -142,7 +142,18 @@ async fn reconcile_namespace(ctx: &Context, namespace: &str) -> Result<(), Recon
 
     // Validate and render (pure), then apply.
     let decision = decide(&view, &secrets, &ctx.settings)?;
-    let written = execute(&writer, Some(&decision.gateway), &decision.steps).await?;
+    let written = match execute(&writer, Some(&decision.gateway), &decision.steps).await {
+        Ok(written) => written,
+        Err(error) => {
+            // The providers say what keeps them from being served while the write is retried (their
+            // status may still be writable: an admission webhook or a quota refused one object).
+            let state = gateway_state(ctx, &view, &decision, view.deployment.as_deref(), Some(error.summary()));
+            for (provider, desired) in status::provider_writes(&view.providers, &decision.verdicts, &state, &now()) {
+                let _ = write_provider_status(ctx, provider, desired).await;
+            }
+            return Err(error.into());
+        }
+    };
     let deployment = match written {
         Some(deployment) => {
             // Status is computed from what was just written, not from a watch event still on its way.
@@ -153,12 +164,7 @@ async fn reconcile_namespace(ctx: &Context, namespace: &str) -> Result<(), Recon
     };
 
     // Status.
-    let state = GatewayState {
-        rollout: status::rollout(deployment.as_deref(), &decision.gateway.config_hash),
-        available: deployment.as_ref().and_then(|d| d.status.as_ref()).and_then(|s| s.available_replicas).unwrap_or(0),
-        base_url: render::gateway_url(namespace, ctx.settings.gateway.port),
-        replica_note: decision.gateway.replica_note.clone(),
-    };
+    let state = gateway_state(ctx, &view, &decision, deployment.as_deref(), None);
     let mut first_error = None;
     for (provider, desired) in status::provider_writes(&view.providers, &decision.verdicts, &state, &now()) {
         if let Err(error) = write_provider_status(ctx, provider, desired).await {
@@ -167,6 +173,26 @@ async fn reconcile_namespace(ctx: &Context, namespace: &str) -> Result<(), Recon
         }
     }
     first_error.map_or(Ok(()), Err)
+}
+
+/// The gateway as the providers' status sees it: its rollout of the desired config (or the write
+/// that failed), its available replicas and its URL.
+fn gateway_state(
+    ctx: &Context,
+    view: &NamespaceView,
+    decision: &Decision,
+    deployment: Option<&Deployment>,
+    failed_write: Option<String>,
+) -> GatewayState {
+    GatewayState {
+        rollout: match failed_write {
+            Some(why) => Rollout::ApplyFailed(why),
+            None => status::rollout(deployment, &decision.gateway.config_hash),
+        },
+        available: deployment.and_then(|d| d.status.as_ref()).and_then(|s| s.available_replicas).unwrap_or(0),
+        base_url: render::gateway_url(&view.namespace, ctx.settings.gateway.port),
+        replica_note: decision.gateway.replica_note.clone(),
+    }
 }
 
 /// The Secret keys a namespace's reconcile reads: its providers' and the shared ledger's.
@@ -343,7 +369,6 @@ mod tests {
     };
     use crate::owned::{Desired, Live, OwnedKind};
     use crate::settings::RunArgs;
-    use crate::status::Rollout;
 
     /// The operator's own defaults (what `memgate-operator run` starts with).
     fn settings() -> Settings {

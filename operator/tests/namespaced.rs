@@ -82,7 +82,7 @@ async fn providers_across_namespaces_are_reconciled_with_reasons_events_and_endp
     let refused = wait_condition(&admin, &a, "invalid-scope", "Accepted", "False", "InvalidSpec").await?;
     let (_, _, message) = condition(&refused, "Ready").context("Ready")?;
     ensure!(message.contains("spec.scope.appId"), "the message names the field: {message}");
-    wait_condition(&admin, &a, "disabled", "Ready", "False", "Disabled").await?;
+    wait_condition(&admin, &a, "disabled", "Ready", "True", "Disabled").await?;
     let late = wait_condition(&admin, &a, "late-secret", "ResolvedRefs", "False", "SecretNotPermitted").await?;
     ensure!(condition(&late, "ResolvedRefs").is_some_and(|c| c.2.contains(&format!("{a}/late-api"))));
     wait_condition(&admin, &a, "late-preset", "ResolvedRefs", "False", "DialectNotFound").await?;

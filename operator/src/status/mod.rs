@@ -20,7 +20,7 @@ use memgate_crds::validation::dialect_preset;
 use memgate_crds::{DialectPresetStatus, MemoryProviderStatus, ProviderEndpoints};
 
 use crate::index::{PresetEntry, ProviderEntry};
-use crate::reasons::{Problem, Reason};
+use crate::reasons::{Problem, Progress, Reason};
 use crate::render::CONFIG_HASH_ANNOTATION;
 use crate::validate::{ProviderVerdict, Refs};
 
@@ -39,6 +39,8 @@ pub enum Rollout {
     Progressing(String),
     /// The Deployment exceeded its progress deadline.
     Failed(String),
+    /// Writing a gateway object failed this time (retried with backoff); what failed.
+    ApplyFailed(String),
 }
 
 /// The rollout of the pod template whose config hash is `desired_hash`.
@@ -150,9 +152,11 @@ pub fn provider_status(
         nexent: spec.nexent.any().then(|| format!("{}/nexent/v1/{}", g.base_url, provider.name)),
     });
     let ready = ready_condition(previous, verdict, gateway, generation, now, endpoints.as_ref());
+    let progress = Reason::parse(&ready.reason).and_then(Reason::progress).unwrap_or(Progress::Waiting);
+    let [reconciling, stalled] = progress_conditions(&previous.conditions, &ready, progress, generation, now);
     MemoryProviderStatus {
         observed_generation: Some(generation),
-        conditions: vec![accepted, resolved, ready],
+        conditions: vec![accepted, resolved, ready, reconciling, stalled],
         dialect: verdict.dialect.clone(),
         endpoints: endpoints.filter(|e| e.mcp.is_some() || e.nexent.is_some()),
         preset: verdict.preset.clone(),
@@ -172,7 +176,11 @@ fn ready_condition(
     };
     let not_served = |p: &Problem| make("False", p.reason, &format!("not served: {}", p.message));
     if !verdict.enabled && verdict.accepted.is_ok() {
-        return make("False", Reason::Disabled, "spec.enabled is false: the gateway does not serve this provider");
+        return make(
+            "True",
+            Reason::Disabled,
+            "spec.enabled is false: the gateway does not serve this provider, as asked",
+        );
     }
     if let Err(p) = &verdict.accepted {
         return not_served(p);
@@ -196,6 +204,7 @@ fn ready_condition(
             make("True", Reason::Ready, &message)
         }
         Rollout::Failed(why) => make("False", Reason::GatewayNotReady, why),
+        Rollout::ApplyFailed(why) => make("False", Reason::GatewayApplyFailed, why),
         Rollout::Progressing(why) => {
             // A provider already served, unchanged since, stays Ready while the gateway rolls out
             // a change made for another provider: the available replicas still serve it.
@@ -213,48 +222,53 @@ fn ready_condition(
     }
 }
 
+/// `Reconciling` and `Stalled` (kstatus's abnormal-true conditions) of `progress`: at most one of
+/// them is True, with `ready`'s reason and message; both False when done.
+fn progress_conditions(
+    previous: &[Condition],
+    ready: &Condition,
+    progress: Progress,
+    generation: i64,
+    now: &Time,
+) -> [Condition; 2] {
+    let (_, reconciling, stalled) = progress.conditions();
+    let make = |type_: &str, status: &str, idle: &str| Condition {
+        type_: type_.into(),
+        status: status.into(),
+        reason: ready.reason.clone(),
+        // `ready`'s message already ends with the remedy.
+        message: if status == "True" { ready.message.clone() } else { idle.to_string() },
+        observed_generation: Some(generation),
+        last_transition_time: transition_time(previous, type_, status, now),
+    };
+    [
+        make(condition_type::RECONCILING, reconciling, "not waiting for anything"),
+        make(condition_type::STALLED, stalled, "nothing keeps it from progressing"),
+    ]
+}
+
 /// The status a DialectPreset should have.
 pub fn preset_status(preset: &PresetEntry, users: u32, now: &Time) -> DialectPresetStatus {
-    let previous = &preset.status.conditions;
-    let accepted = match &preset.spec {
-        Err(error) => condition(
-            previous,
-            condition_type::ACCEPTED,
-            "False",
-            Reason::InvalidSpec,
-            &format!("the object cannot be read: {error}"),
-            preset.generation,
-            now,
-        ),
+    let (previous, generation) = (&preset.status.conditions, preset.generation);
+    let problems = match &preset.spec {
+        Err(error) => Some(format!("the object cannot be read: {error}")),
         Ok(spec) => {
             let found = dialect_preset(&preset.name, spec);
-            if found.is_empty() {
-                condition(
-                    previous,
-                    condition_type::ACCEPTED,
-                    "True",
-                    Reason::Accepted,
-                    "a valid dialect (grammar version 1)",
-                    preset.generation,
-                    now,
-                )
-            } else {
-                let message = found.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ");
-                condition(
-                    previous,
-                    condition_type::ACCEPTED,
-                    "False",
-                    Reason::InvalidSpec,
-                    &message,
-                    preset.generation,
-                    now,
-                )
-            }
+            (!found.is_empty()).then(|| found.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))
         }
     };
+    // Ready says the same as Accepted, so that kstatus and `kubectl wait --for=condition=Ready`
+    // work on presets too; an invalid preset only changes when its owner replaces it: Stalled.
+    let (status, reason, message, progress) = match &problems {
+        None => ("True", Reason::Accepted, "a valid dialect (grammar version 1)", Progress::Done),
+        Some(message) => ("False", Reason::InvalidSpec, message.as_str(), Progress::Failed),
+    };
+    let accepted = condition(previous, condition_type::ACCEPTED, status, reason, message, generation, now);
+    let ready = condition(previous, condition_type::READY, status, reason, message, generation, now);
+    let [reconciling, stalled] = progress_conditions(previous, &ready, progress, generation, now);
     DialectPresetStatus {
-        observed_generation: Some(preset.generation),
-        conditions: vec![accepted],
+        observed_generation: Some(generation),
+        conditions: vec![accepted, ready, reconciling, stalled],
         providers: Some(users),
     }
 }
@@ -270,10 +284,7 @@ fn condition(
     generation: i64,
     now: &Time,
 ) -> Condition {
-    let last_transition_time = previous
-        .iter()
-        .find(|c| c.type_ == type_ && c.status == status)
-        .map_or_else(|| now.clone(), |c| c.last_transition_time.clone());
+    let last_transition_time = transition_time(previous, type_, status, now);
     // A condition that is not True says what to do about it (the reason table's remedy).
     let message = if status == "True" {
         truncate(message, MAX_MESSAGE)
@@ -291,6 +302,14 @@ fn condition(
     }
 }
 
+/// When condition `type_` took `status`: as before if it already had it, else `now`.
+fn transition_time(previous: &[Condition], type_: &str, status: &str, now: &Time) -> Time {
+    previous
+        .iter()
+        .find(|c| c.type_ == type_ && c.status == status)
+        .map_or_else(|| now.clone(), |c| c.last_transition_time.clone())
+}
+
 /// Cut `text` to at most `max` bytes on a character boundary.
 pub fn truncate(text: &str, max: usize) -> String {
     if text.len() <= max {
@@ -304,9 +323,11 @@ pub fn truncate(text: &str, max: usize) -> String {
 }
 
 /// Conditions whose status or reason differ from before (new ones included): what Events announce.
+/// `Reconciling` and `Stalled` only restate `Ready` for GitOps tools: no Events of their own.
 pub fn transitions<'a>(previous: &[Condition], current: &'a [Condition]) -> Vec<&'a Condition> {
     current
         .iter()
+        .filter(|c| c.type_ != condition_type::RECONCILING && c.type_ != condition_type::STALLED)
         .filter(|c| !previous.iter().any(|p| p.type_ == c.type_ && p.status == c.status && p.reason == c.reason))
         .collect()
 }

@@ -58,7 +58,13 @@ fn served_and_rolled_out_is_ready_with_both_endpoints() {
         status.conditions.iter().map(|c| (c.type_.as_str(), c.status.as_str(), c.reason.as_str())).collect();
     assert_eq!(
         types,
-        [("Accepted", "True", "Accepted"), ("ResolvedRefs", "True", "ResolvedRefs"), ("Ready", "True", "Ready")]
+        [
+            ("Accepted", "True", "Accepted"),
+            ("ResolvedRefs", "True", "ResolvedRefs"),
+            ("Ready", "True", "Ready"),
+            ("Reconciling", "False", "Ready"),
+            ("Stalled", "False", "Ready"),
+        ]
     );
     let endpoints = status.endpoints.expect("endpoints");
     assert_eq!(endpoints.mcp.as_deref(), Some("http://memgate-gateway.agents.svc:8080/mcp/repo-memory"));
@@ -217,4 +223,58 @@ fn long_messages_are_cut_on_a_character_boundary() {
     let text = "é".repeat(3000);
     let cut = truncate(&text, 1024);
     assert!(cut.len() <= 1024 && cut.ends_with("..."));
+}
+
+/// The kstatus convention: exactly the reasons that wait are `Reconciling=True`, exactly those a
+/// person must fix are `Stalled=True`, and a disabled provider is done (`Ready=True`).
+#[test]
+fn reconciling_and_stalled_follow_the_reason_of_ready() {
+    let triple = |status: &MemoryProviderStatus| {
+        let of = |t: &str| status.conditions.iter().find(|c| c.type_ == t).map(|c| c.status.clone()).expect(t);
+        (of("Ready"), of("Reconciling"), of("Stalled"))
+    };
+    let strings = |a: &str, b: &str, c: &str| (a.to_string(), b.to_string(), c.to_string());
+    let waiting = provider_status(
+        &provider(1, Default::default()),
+        &served(),
+        Some(&gateway(Rollout::Progressing("x".into()), 0)),
+        &at(0),
+    );
+    assert_eq!(triple(&waiting), strings("False", "True", "False"));
+    let stuck = provider_status(
+        &provider(1, Default::default()),
+        &served(),
+        Some(&gateway(Rollout::Failed("deadline".into()), 0)),
+        &at(0),
+    );
+    assert_eq!(triple(&stuck), strings("False", "False", "True"));
+    let stalled = stuck.conditions.iter().find(|c| c.type_ == "Stalled").expect("Stalled");
+    assert_eq!(
+        (stalled.reason.as_str(), stalled.message.as_str()),
+        ("GatewayNotReady", ready(&stuck).message.as_str())
+    );
+    let retrying = provider_status(
+        &provider(1, Default::default()),
+        &served(),
+        Some(&gateway(Rollout::ApplyFailed("quota".into()), 0)),
+        &at(0),
+    );
+    assert_eq!(
+        (triple(&retrying), ready(&retrying).reason.as_str()),
+        (strings("False", "True", "False"), "GatewayApplyFailed")
+    );
+    let mut invalid = served();
+    invalid.accepted = Err(Problem::new(Reason::InvalidSpec, "spec.scope.appId: must be unset"));
+    let refused = provider_status(&provider(1, Default::default()), &invalid, None, &at(0));
+    assert_eq!(triple(&refused), strings("False", "False", "True"));
+    let mut missing = served();
+    missing.refs = Refs::Unresolved(Problem::new(Reason::SecretNotPermitted, "not available"));
+    assert_eq!(
+        triple(&provider_status(&provider(1, Default::default()), &missing, None, &at(0))),
+        strings("False", "True", "False")
+    );
+    let mut disabled = served();
+    disabled.enabled = false;
+    let off = provider_status(&provider(1, Default::default()), &disabled, None, &at(0));
+    assert_eq!((triple(&off), ready(&off).reason.as_str()), (strings("True", "False", "False"), "Disabled"));
 }

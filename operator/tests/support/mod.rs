@@ -341,6 +341,12 @@ pub fn resource(kind: &str) -> ApiResource {
         "ClusterRoleBinding" => ApiResource::erase::<ClusterRoleBinding>(&()),
         "NetworkPolicy" => ApiResource::erase::<NetworkPolicy>(&()),
         "PodDisruptionBudget" => ApiResource::erase::<PodDisruptionBudget>(&()),
+        "ValidatingAdmissionPolicy" => {
+            ApiResource::erase::<k8s_openapi::api::admissionregistration::v1::ValidatingAdmissionPolicy>(&())
+        }
+        "ValidatingAdmissionPolicyBinding" => {
+            ApiResource::erase::<k8s_openapi::api::admissionregistration::v1::ValidatingAdmissionPolicyBinding>(&())
+        }
         other => panic!("no API resource known for {other}"),
     }
 }
