@@ -16,7 +16,9 @@ import (
 
 func main() {
 	// The -v level is needed before the command tree exists (plugin lookup logs through klog).
-	_ = logs.GlogSetter(cmd.GetLogVerbosity(os.Args))
+	if _, err := logs.GlogSetter(cmd.GetLogVerbosity(os.Args)); err != nil {
+		util.CheckErr(err)
+	}
 	if err := cli.RunNoErrOutput(cmd.NewDefaultKubectlCommand()); err != nil {
 		util.CheckErr(err)
 	}
