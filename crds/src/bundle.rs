@@ -154,7 +154,7 @@ spec:
                     let name = s.metadata.name.clone().unwrap_or_default();
                     bundle.secrets.insert((ns, name), crate::manifest::secret_data(&s));
                 }
-                Object::Other => {}
+                Object::MemoryGateway(_) | Object::Other => {}
             }
         }
         (bundle, provider.expect("a provider"))

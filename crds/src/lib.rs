@@ -2,6 +2,7 @@
 //!
 //! - [`DialectPreset`]: a closed, versioned search dialect (cluster-scoped, immutable spec).
 //! - [`MemoryProvider`]: one upstream endpoint + dialect + scope + credential reference.
+//! - [`MemoryGateway`]: how one namespace's gateway runs (optional, at most one per namespace).
 //!
 //! Besides the types this crate owns every rule that makes them safe ([`validation`]), the
 //! parsing of the YAML a person writes ([`manifest`]) and the CRD documents ([`crd`]). It performs
@@ -15,6 +16,7 @@ pub mod bundle;
 pub mod crd;
 pub mod dialect_preset;
 pub mod manifest;
+pub mod memory_gateway;
 pub mod memory_provider;
 pub mod references;
 pub mod source_file;
@@ -25,6 +27,10 @@ pub use dialect_preset::{
     AuthScheme, Collection, ContentField, DialectPreset, DialectPresetSpec, DialectPresetStatus, IdField, IdLocation,
     LimitField, QueryLocation, ResponseSpec, ScoreField, SearchMethod, SearchSpec, TitleField, UpdatedAtField,
     UriField,
+};
+pub use memory_gateway::{
+    GatewayAutoscaling, GatewayDisruptionBudget, GatewayListener, GatewayNetworkPolicy, GatewayPodMetadata,
+    GatewayPodSpec, GatewayPodTemplate, GatewayUrls, MemoryGateway, MemoryGatewaySpec, MemoryGatewayStatus,
 };
 pub use memory_provider::{
     AccessSpec, BearerTokenAccess, Credentials, DialectSource, Endpoint, McpSpec, MemoryProvider, MemoryProviderSpec,

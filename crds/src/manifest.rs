@@ -11,7 +11,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::validation::Violation;
-use crate::{API_VERSION, DialectPreset, MemoryProvider};
+use crate::{API_VERSION, DialectPreset, MemoryGateway, MemoryProvider};
 
 /// `apiVersion` of the document naming a mounted Secret folder, which the operator renders into a
 /// gateway's config in place of a Secret (the gateway reads it: gateway/src/config).
@@ -63,6 +63,8 @@ pub enum Object {
     DialectPreset(Box<DialectPreset>),
     /// A `memgate.io/v1alpha1` MemoryProvider.
     MemoryProvider(Box<MemoryProvider>),
+    /// A `memgate.io/v1alpha1` MemoryGateway.
+    MemoryGateway(Box<MemoryGateway>),
     /// A `v1` Secret (possible credential source).
     Secret(Box<Secret>),
     /// Any other kind: not memgate's business, left alone.
@@ -130,7 +132,7 @@ pub fn classify(value: &Value) -> Result<Object, Vec<Violation>> {
     };
     let api_version = map.get("apiVersion").and_then(Value::as_str);
     let kind = map.get("kind").and_then(Value::as_str);
-    let memgate = matches!(kind, Some("DialectPreset" | "MemoryProvider"));
+    let memgate = matches!(kind, Some("DialectPreset" | "MemoryProvider" | "MemoryGateway"));
     if memgate && let Some(too_large) = oversized(value) {
         return Err(vec![too_large]);
     }
@@ -142,7 +144,7 @@ pub fn classify(value: &Value) -> Result<Object, Vec<Violation>> {
                 .map(|v| Violation::new(v.field, "must be a Secret with string data (base64) or stringData values"))
                 .collect()
         }),
-        (api, Some(kind @ ("DialectPreset" | "MemoryProvider"))) => {
+        (api, Some(kind @ ("DialectPreset" | "MemoryProvider" | "MemoryGateway"))) => {
             let mut found = Vec::new();
             if api != Some(API_VERSION) {
                 found.push(Violation::new("apiVersion", format!("must be {API_VERSION} for kind {kind}")));
@@ -154,15 +156,18 @@ pub fn classify(value: &Value) -> Result<Object, Vec<Violation>> {
             if !found.is_empty() {
                 return Err(found);
             }
-            if kind == "DialectPreset" {
-                typed(value).map(|o| Object::DialectPreset(Box::new(o)))
-            } else {
-                typed(value).map(|o| Object::MemoryProvider(Box::new(o)))
+            match kind {
+                "DialectPreset" => typed(value).map(|o| Object::DialectPreset(Box::new(o))),
+                "MemoryGateway" => typed(value).map(|o| Object::MemoryGateway(Box::new(o))),
+                _ => typed(value).map(|o| Object::MemoryProvider(Box::new(o))),
             }
         }
         (Some(api), kind) if api.starts_with("memgate.io/") => Err(vec![Violation::new(
             "kind",
-            format!("{} is not a memgate.io kind: use DialectPreset or MemoryProvider", kind.unwrap_or("<none>")),
+            format!(
+                "{} is not a memgate.io kind: use DialectPreset, MemoryProvider or MemoryGateway",
+                kind.unwrap_or("<none>")
+            ),
         )]),
         // Anything else (other kinds, Helm values, CI files without apiVersion/kind) is not memgate's.
         _ => Ok(Object::Other),

@@ -9,7 +9,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, PostParams};
 use kube::{Client, Resource};
 use memgate_crds::manifest::{Object, classify, documents};
-use memgate_crds::{DialectPreset, MemoryProvider};
+use memgate_crds::{DialectPreset, MemoryGateway, MemoryProvider};
 use memgate_e2e::ControlPlane;
 
 fn repo_file(relative: &str) -> String {
@@ -39,7 +39,7 @@ async fn install_crds(client: &Client) {
                 .any(|c| c.type_ == "Established" && c.status == "True");
             established += usize::from(ok);
         }
-        if established == 2 {
+        if established == memgate_crds::crd::all().len() {
             return;
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
@@ -72,6 +72,10 @@ async fn create(client: &Client, ns: &str, object: Object, rename: Option<&str>)
                 d.meta_mut().name = Some(name.to_string());
             }
             Api::<DialectPreset>::all(client.clone()).create(&pp, &d).await.map(drop)
+        }
+        Object::MemoryGateway(mut g) => {
+            g.meta_mut().namespace = Some(ns.to_string());
+            Api::<MemoryGateway>::namespaced(client.clone(), ns).create(&pp, &g).await.map(drop)
         }
         Object::Secret(_) | Object::Other => Ok(()),
     }
@@ -124,6 +128,9 @@ async fn cel_rules_refuse_every_single_object_violation_naming_the_field() {
         ("get-with-json-body", "spec.search"),
         ("bind-without-service-accounts", "spec.access.bindUserIdToSubject"),
         ("scope-whitespace", "spec.scope.userId"),
+        ("gateway-replicas-and-autoscaling", "set replicas or autoscaling, not both"),
+        ("gateway-public-url-query", "spec.publicURL"),
+        ("gateway-privileged", "spec.podTemplate.spec.containerSecurityContext.privileged"),
     ] {
         let text = repo_file(&format!("testdata/invalid/{example}.yaml"));
         let object = objects(&text).into_iter().next().expect("one object");

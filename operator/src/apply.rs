@@ -18,6 +18,7 @@ use std::future::Future;
 use std::sync::Mutex;
 
 use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
 use k8s_openapi::api::core::v1::{ConfigMap, Service, ServiceAccount};
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
@@ -110,6 +111,7 @@ namespaced_owned!(Service, OwnedKind::Service);
 namespaced_owned!(ServiceAccount, OwnedKind::ServiceAccount);
 namespaced_owned!(NetworkPolicy, OwnedKind::NetworkPolicy);
 namespaced_owned!(PodDisruptionBudget, OwnedKind::PodDisruptionBudget);
+namespaced_owned!(HorizontalPodAutoscaler, OwnedKind::HorizontalPodAutoscaler);
 
 impl Owned for ClusterRoleBinding {
     const KIND: OwnedKind = OwnedKind::ClusterRoleBinding;
@@ -230,6 +232,7 @@ impl ApplyTarget for Writer<'_> {
             Desired::ClusterRoleBinding(o) => written(self.apply_typed(o).await?),
             Desired::NetworkPolicy(o) => written(self.apply_typed(o).await?),
             Desired::PodDisruptionBudget(o) => written(self.apply_typed(o).await?),
+            Desired::HorizontalPodAutoscaler(o) => written(self.apply_typed(o).await?),
             Desired::Deployment(o) => match self.apply_typed(o).await? {
                 Applied::Written(deployment) => Applied::Written(Some(deployment)),
                 Applied::Unchanged => Applied::Unchanged,
@@ -246,6 +249,7 @@ impl ApplyTarget for Writer<'_> {
             OwnedKind::ClusterRoleBinding => self.delete_typed::<ClusterRoleBinding>().await,
             OwnedKind::NetworkPolicy => self.delete_typed::<NetworkPolicy>().await,
             OwnedKind::PodDisruptionBudget => self.delete_typed::<PodDisruptionBudget>().await,
+            OwnedKind::HorizontalPodAutoscaler => self.delete_typed::<HorizontalPodAutoscaler>().await,
         }
     }
 }

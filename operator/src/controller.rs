@@ -28,6 +28,7 @@ use std::time::{Duration, Instant};
 
 use futures::{Stream, StreamExt};
 use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
 use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolumeClaim, Secret, Service, ServiceAccount};
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
@@ -37,7 +38,7 @@ use kube::core::PartialObjectMeta;
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
 use kube::{Api, Client, Resource};
-use memgate_crds::{CREDENTIAL_SELECTOR, DialectPreset, MemoryProvider};
+use memgate_crds::{CREDENTIAL_SELECTOR, DialectPreset, MemoryGateway, MemoryProvider};
 use serde::de::DeserializeOwned;
 use tokio::sync::Notify;
 use tokio::task::JoinSet;
@@ -46,7 +47,7 @@ use tracing::Instrument;
 use crate::apply::Applier;
 use crate::events::Events;
 use crate::http::Health;
-use crate::index::{Index, Key, OwnedKind, PresetEntry, ProviderEntry};
+use crate::index::{GatewayEntry, Index, Key, OwnedKind, PresetEntry, ProviderEntry};
 use crate::leader::{Gate, LeaderError, Leadership};
 use crate::metrics::Metrics;
 use crate::queue::{Backoff, WorkQueue};
@@ -229,6 +230,18 @@ fn spawn_watches(client: &Client, settings: &Settings, feed: &Feed, tasks: &mut 
                 index.reset_providers(scope, list.iter().filter_map(ProviderEntry::from_dynamic).collect())
             }
         });
+        let gateways = ApiResource::erase::<MemoryGateway>(&());
+        let stream = watcher::watcher(scoped_dynamic(client, s, &gateways), watcher::Config::default());
+        feed.spawn(tasks, "memorygateways", stream, scope.clone(), |index, change, scope| match change {
+            Change::Apply(o) => GatewayEntry::from_dynamic(&o).map(|e| index.apply_gateway(e)).unwrap_or_default(),
+            Change::Delete(o) => {
+                let (ns, name) = name_of(&o);
+                index.delete_gateway(&ns, &name)
+            }
+            Change::Reset(list) => {
+                index.reset_gateways(scope, list.iter().filter_map(GatewayEntry::from_dynamic).collect())
+            }
+        });
         // Only Secrets a platform team labelled as memgate credentials: no other Secret's metadata
         // (annotations can hold kubectl's copy of its values) is ever held.
         let credentials = (scoped(client, s), watcher::Config::default().labels(CREDENTIAL_SELECTOR));
@@ -277,6 +290,9 @@ fn spawn_owned_kind(
         }
         OwnedKind::PodDisruptionBudget => {
             spawn_owned::<PodDisruptionBudget>(tasks, feed, resource, kind, scoped(client, s), &owned, scope)
+        }
+        OwnedKind::HorizontalPodAutoscaler => {
+            spawn_owned::<HorizontalPodAutoscaler>(tasks, feed, resource, kind, scoped(client, s), &owned, scope)
         }
         OwnedKind::Deployment => {
             // Whole objects: the rollout status is read from them.

@@ -5,6 +5,7 @@
 //!          |              --credentials / bearerToken.secretRef -> [ Secret ns/s ]     (metadata only, labelled ones)
 //!          |              --nexent.pluginClaim-----------------> [ PVC ns/c ]         (metadata only)
 //!          v
+//! [ MemoryGateway ns/g ] --shapes------------------------------> [ namespace ns's gateway ]  (at most one counts)
 //! [ namespace ns ] <--owns-- [ ConfigMap | Deployment | Service | ServiceAccount  memgate-gateway ]
 //!                  <--owns-- [ NetworkPolicy | PodDisruptionBudget  memgate-gateway ]   (optional)
 //!                  <--owns-- [ ClusterRoleBinding memgate-gateway-<ns> ]                (cluster-scoped)
@@ -27,7 +28,9 @@ use std::sync::Arc;
 
 pub use crate::owned::OwnedKind;
 use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::jiff::Timestamp;
 use kube::api::DynamicObject;
+use memgate_crds::memory_gateway::{MemoryGatewaySpec, MemoryGatewayStatus};
 use memgate_crds::memory_provider::DEFAULT_PLUGIN_CLAIM;
 use memgate_crds::references::secret_uses;
 use memgate_crds::{DialectPresetSpec, DialectPresetStatus, MemoryProviderSpec, MemoryProviderStatus};
@@ -121,6 +124,44 @@ impl ProviderEntry {
     }
 }
 
+/// A watched MemoryGateway.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GatewayEntry {
+    /// `metadata.name`.
+    pub name: String,
+    /// `metadata.namespace`.
+    pub namespace: String,
+    /// `metadata.uid`.
+    pub uid: String,
+    /// `metadata.generation`.
+    pub generation: i64,
+    /// `metadata.resourceVersion`.
+    pub resource_version: String,
+    /// `metadata.creationTimestamp`: the oldest MemoryGateway of a namespace is the one that counts.
+    pub created: Option<Timestamp>,
+    /// The spec, or why it could not be read.
+    pub spec: Result<MemoryGatewaySpec, String>,
+    /// The current status.
+    pub status: MemoryGatewayStatus,
+}
+
+impl GatewayEntry {
+    /// Read a MemoryGateway watched as a dynamic object; `None` without name or namespace.
+    pub fn from_dynamic(object: &DynamicObject) -> Option<GatewayEntry> {
+        let meta = &object.metadata;
+        Some(GatewayEntry {
+            name: meta.name.clone()?,
+            namespace: meta.namespace.clone()?,
+            uid: meta.uid.clone().unwrap_or_default(),
+            generation: meta.generation.unwrap_or_default(),
+            resource_version: meta.resource_version.clone().unwrap_or_default(),
+            created: meta.creation_timestamp.as_ref().map(|t| t.0),
+            spec: read_field(&object.data, "spec"),
+            status: read_field(&object.data, "status").unwrap_or_default(),
+        })
+    }
+}
+
 impl PresetEntry {
     /// Read a DialectPreset watched as a dynamic object; `None` without a name.
     pub fn from_dynamic(object: &DynamicObject) -> Option<PresetEntry> {
@@ -166,6 +207,8 @@ pub struct NamespaceView {
     pub owned: BTreeMap<OwnedKind, String>,
     /// The gateway Deployment as last seen (for its rollout status).
     pub deployment: Option<Arc<Deployment>>,
+    /// Its MemoryGateways, oldest first (the first one counts; any other is refused).
+    pub gateways: Vec<GatewayEntry>,
 }
 
 /// What a DialectPreset's status is computed from.
@@ -186,6 +229,7 @@ pub struct Index {
     claims: BTreeMap<NamespacedName, String>,
     owned: BTreeMap<(OwnedKind, String), String>,
     deployments: BTreeMap<String, Arc<Deployment>>,
+    gateways: BTreeMap<NamespacedName, GatewayEntry>,
     ledger_secret: Option<String>,
     default_claim: String,
 }
@@ -209,6 +253,7 @@ impl Index {
             claims: BTreeMap::new(),
             owned: BTreeMap::new(),
             deployments: BTreeMap::new(),
+            gateways: BTreeMap::new(),
             ledger_secret,
             default_claim,
         }
@@ -249,6 +294,39 @@ impl Index {
         }
         for entry in entries {
             keys.extend(self.apply_provider(entry));
+        }
+        dedup(keys)
+    }
+
+    // --- MemoryGateways ---------------------------------------------------------------------
+
+    /// A MemoryGateway was added or changed: its namespace's gateway may change shape.
+    pub fn apply_gateway(&mut self, entry: GatewayEntry) -> Vec<Key> {
+        let id = (entry.namespace.clone(), entry.name.clone());
+        if self.gateways.get(&id).is_some_and(|g| g.resource_version == entry.resource_version) {
+            return Vec::new();
+        }
+        self.gateways.insert(id.clone(), entry);
+        vec![Key::Namespace(id.0)]
+    }
+
+    /// A MemoryGateway was deleted.
+    pub fn delete_gateway(&mut self, namespace: &str, name: &str) -> Vec<Key> {
+        self.gateways.remove(&(namespace.to_string(), name.to_string()));
+        vec![Key::Namespace(namespace.to_string())]
+    }
+
+    /// A relist of MemoryGateways in `scope`.
+    pub fn reset_gateways(&mut self, scope: Option<&str>, entries: Vec<GatewayEntry>) -> Vec<Key> {
+        let listed: BTreeSet<NamespacedName> = entries.iter().map(|e| (e.namespace.clone(), e.name.clone())).collect();
+        let gone: Vec<NamespacedName> =
+            self.gateways.keys().filter(|id| in_scope(scope, &id.0) && !listed.contains(*id)).cloned().collect();
+        let mut keys = Vec::new();
+        for (namespace, name) in gone {
+            keys.extend(self.delete_gateway(&namespace, &name));
+        }
+        for entry in entries {
+            keys.extend(self.apply_gateway(entry));
         }
         dedup(keys)
     }
@@ -428,6 +506,13 @@ impl Index {
             claims,
             owned,
             deployment: self.deployments.get(namespace).cloned(),
+            gateways: {
+                let mut gateways: Vec<GatewayEntry> =
+                    self.gateways.values().filter(|g| g.namespace == namespace).cloned().collect();
+                // Oldest first; a tie (same second) goes to the smaller name.
+                gateways.sort_by(|a, b| (a.created, &a.name).cmp(&(b.created, &b.name)));
+                gateways
+            },
         }
     }
 
@@ -437,10 +522,14 @@ impl Index {
         PresetView { preset: self.presets.get(name).cloned(), users: u32::try_from(users).unwrap_or(u32::MAX) }
     }
 
-    /// Every key there is work for: namespaces with providers or gateway objects, and presets.
+    /// Every key there is work for: namespaces with providers, gateway objects or MemoryGateways, and presets.
     pub fn all_keys(&self) -> Vec<Key> {
-        let namespaces =
-            self.providers.keys().map(|(ns, _)| ns.clone()).chain(self.owned.keys().map(|(_, ns)| ns.clone()));
+        let namespaces = self
+            .providers
+            .keys()
+            .map(|(ns, _)| ns.clone())
+            .chain(self.owned.keys().map(|(_, ns)| ns.clone()))
+            .chain(self.gateways.keys().map(|(ns, _)| ns.clone()));
         let mut keys: Vec<Key> = namespaces.map(Key::Namespace).collect();
         keys.extend(self.presets.keys().cloned().map(Key::Preset));
         dedup(keys)

@@ -18,8 +18,8 @@ use memgate_crds::bundle::{Bundle, MissingSecrets, provider_references};
 use memgate_crds::manifest::{Object, classify, documents, identity, oversized, secret_data};
 use memgate_crds::source_file::{ReadLimits, SourceError, SourceReader, collect_yaml_files};
 use memgate_crds::validation::destination::{AllowedDestinations, Placement, provider_destinations};
-use memgate_crds::validation::{Violation, memory_provider, provider_identity};
-use memgate_crds::{DialectPreset, MemoryProvider, crd, is_credential};
+use memgate_crds::validation::{Violation, memory_gateway, memory_provider, provider_identity};
+use memgate_crds::{DialectPreset, MemoryGateway, MemoryProvider, crd, is_credential};
 use serde_json::Value;
 
 /// Where a problem was found.
@@ -178,7 +178,8 @@ fn check_document(
     seen: &mut BTreeMap<String, Origin>,
 ) {
     let parsed = classify(value);
-    let memgate = matches!(value.get("kind").and_then(Value::as_str), Some("DialectPreset" | "MemoryProvider"));
+    let memgate =
+        matches!(value.get("kind").and_then(Value::as_str), Some("DialectPreset" | "MemoryProvider" | "MemoryGateway"));
     if memgate {
         report.objects += 1;
     }
@@ -202,6 +203,28 @@ fn check_document(
             found.extend(memory_provider(&provider.spec));
             note_duplicate(format!("MemoryProvider/{namespace}/{name}"), origin, seen, &mut found);
             providers.push((origin.clone(), (**provider).clone()));
+        }
+        Ok(Object::MemoryGateway(gateway)) => {
+            let namespace = gateway.metadata.namespace.clone().unwrap_or_else(|| "default".into());
+            let name = gateway.metadata.name.clone().unwrap_or_default();
+            found.extend(
+                provider_identity(&name, &namespace).into_iter().map(|v| {
+                    Violation::new(v.field, v.message.replace("a MemoryProvider name", "a MemoryGateway name"))
+                }),
+            );
+            found.extend(memory_gateway(&gateway.spec));
+            // At most one per namespace: the operator refuses the younger ones in their status.
+            if let Some(first) = seen.get(&format!("MemoryGateway/{namespace}")) {
+                found.push(Violation::new(
+                    "metadata.name",
+                    format!(
+                        "another MemoryGateway of namespace {namespace} is in {} document {}: at most one per namespace",
+                        first.file, first.index
+                    ),
+                ));
+            } else {
+                seen.insert(format!("MemoryGateway/{namespace}"), origin.clone());
+            }
         }
         Ok(Object::Secret(secret)) => {
             let namespace = secret.metadata.namespace.clone().unwrap_or_else(|| "default".into());
@@ -238,11 +261,16 @@ fn note_duplicate(key: String, origin: &Origin, seen: &mut BTreeMap<String, Orig
 struct Schemas {
     preset: Option<Value>,
     provider: Option<Value>,
+    gateway: Option<Value>,
 }
 
 impl Schemas {
     fn new() -> Self {
-        Schemas { preset: crd::schema_json(&DialectPreset::crd()), provider: crd::schema_json(&MemoryProvider::crd()) }
+        Schemas {
+            preset: crd::schema_json(&DialectPreset::crd()),
+            provider: crd::schema_json(&MemoryProvider::crd()),
+            gateway: crd::schema_json(&MemoryGateway::crd()),
+        }
     }
 
     /// CEL rule failures of a memgate document. Runtime evaluation errors are reported only when
@@ -251,6 +279,7 @@ impl Schemas {
         let schema = match value.get("kind").and_then(Value::as_str) {
             Some("DialectPreset") => self.preset.as_ref(),
             Some("MemoryProvider") => self.provider.as_ref(),
+            Some("MemoryGateway") => self.gateway.as_ref(),
             _ => None,
         };
         let Some(schema) = schema else { return Vec::new() };

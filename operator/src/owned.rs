@@ -9,6 +9,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
 use k8s_openapi::api::core::v1::{ConfigMap, Service, ServiceAccount};
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
@@ -31,6 +32,8 @@ pub enum OwnedKind {
     NetworkPolicy,
     /// Voluntary disruptions of the gateway pods (more than one replica only).
     PodDisruptionBudget,
+    /// Scaling of the gateway pods on CPU (a MemoryGateway's `autoscaling` only).
+    HorizontalPodAutoscaler,
 }
 
 /// How the controller watches a kind.
@@ -67,15 +70,16 @@ pub const VERBS: [&str; 5] = ["list", "watch", "create", "patch", "delete"];
 impl OwnedKind {
     /// Every kind, in the order objects are applied: the pods' identity and its rights, then the
     /// NetworkPolicy (so pods never run unprotected once it is asked for), what the pods mount and
-    /// their address, the pods, and last their disruption budget. Deletion of a whole gateway runs
-    /// in the reverse order.
-    pub const APPLY_ORDER: [OwnedKind; 7] = [
+    /// their address, the pods, then their autoscaler and last their disruption budget. Deletion of
+    /// a whole gateway runs in the reverse order.
+    pub const APPLY_ORDER: [OwnedKind; 8] = [
         OwnedKind::ServiceAccount,
         OwnedKind::ClusterRoleBinding,
         OwnedKind::NetworkPolicy,
         OwnedKind::ConfigMap,
         OwnedKind::Service,
         OwnedKind::Deployment,
+        OwnedKind::HorizontalPodAutoscaler,
         OwnedKind::PodDisruptionBudget,
     ];
 
@@ -99,6 +103,9 @@ impl OwnedKind {
             OwnedKind::Deployment => KindInfo { watch: Watch::Whole, ..row("Deployment", "apps", "deployments") },
             OwnedKind::PodDisruptionBudget => {
                 KindInfo { optional: true, ..row("PodDisruptionBudget", "policy", "poddisruptionbudgets") }
+            }
+            OwnedKind::HorizontalPodAutoscaler => {
+                KindInfo { optional: true, ..row("HorizontalPodAutoscaler", "autoscaling", "horizontalpodautoscalers") }
             }
         }
     }
@@ -132,6 +139,8 @@ pub enum Desired<'a> {
     NetworkPolicy(&'a NetworkPolicy),
     /// Voluntary disruptions.
     PodDisruptionBudget(&'a PodDisruptionBudget),
+    /// Scaling.
+    HorizontalPodAutoscaler(&'a HorizontalPodAutoscaler),
 }
 
 impl Desired<'_> {
@@ -145,6 +154,7 @@ impl Desired<'_> {
             Desired::ClusterRoleBinding(_) => OwnedKind::ClusterRoleBinding,
             Desired::NetworkPolicy(_) => OwnedKind::NetworkPolicy,
             Desired::PodDisruptionBudget(_) => OwnedKind::PodDisruptionBudget,
+            Desired::HorizontalPodAutoscaler(_) => OwnedKind::HorizontalPodAutoscaler,
         }
     }
 }
@@ -203,6 +213,7 @@ mod tests {
                 Step::Apply(ConfigMap),
                 Step::Apply(Service),
                 Step::Apply(Deployment),
+                Step::Apply(HorizontalPodAutoscaler),
                 Step::Apply(PodDisruptionBudget),
             ]
         );
@@ -234,6 +245,7 @@ mod tests {
             plan(None, &everything),
             [
                 Step::Delete(PodDisruptionBudget),
+                Step::Delete(HorizontalPodAutoscaler),
                 Step::Delete(Deployment),
                 Step::Delete(Service),
                 Step::Delete(ConfigMap),

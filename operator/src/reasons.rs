@@ -45,6 +45,10 @@ pub enum Reason {
     GatewayApplyFailed,
     /// `Ready=True`: served by a gateway that rolled out its config.
     Ready,
+    /// `Accepted=False`, `Ready=False` (MemoryGateway): an older MemoryGateway shapes the namespace's gateway.
+    GatewayConflict,
+    /// `Ready=True` (MemoryGateway): no provider in the namespace, so no gateway to shape yet.
+    GatewayIdle,
 }
 
 /// Who acts on a reason.
@@ -136,7 +140,7 @@ const REFS_NOT_SERVED: &str = "ResolvedRefs=False, Ready=False";
 
 impl Reason {
     /// Every reason, in the order of the README's table.
-    pub const ALL: [Reason; 16] = [
+    pub const ALL: [Reason; 18] = [
         Reason::Accepted,
         Reason::InvalidSpec,
         Reason::OriginNotAllowed,
@@ -153,6 +157,8 @@ impl Reason {
         Reason::GatewayNotReady,
         Reason::GatewayApplyFailed,
         Reason::Ready,
+        Reason::GatewayConflict,
+        Reason::GatewayIdle,
     ];
 
     /// The reason as written in conditions and Events.
@@ -174,6 +180,8 @@ impl Reason {
             Reason::GatewayNotReady => "GatewayNotReady",
             Reason::GatewayApplyFailed => "GatewayApplyFailed",
             Reason::Ready => "Ready",
+            Reason::GatewayConflict => "GatewayConflict",
+            Reason::GatewayIdle => "GatewayIdle",
         }
     }
 
@@ -195,7 +203,7 @@ impl Reason {
             Reason::Accepted => row("Accepted=True", "the spec passed every rule", Actor::Nobody, "nothing"),
             Reason::InvalidSpec => row(
                 "Accepted=False, Ready=False",
-                "a rule refused the spec, or this operator version cannot read it; the message names the field",
+                "a rule refused the spec, or this operator version cannot read it; the message names the field (a MemoryGateway refused leaves its gateway on the operator's defaults)",
                 Actor::ProviderAuthor,
                 "fix the field the message names (`memgate-operator validate` shows the same message)",
             ),
@@ -279,9 +287,21 @@ impl Reason {
             ),
             Reason::Ready => row(
                 "Ready=True",
-                "served by a gateway that rolled out its config; the message names the URL and any replica limit",
+                "served by a gateway that rolled out its config; the message names the URL and any replica limit (on a MemoryGateway: its gateway rolled out)",
                 Actor::Nobody,
                 "nothing",
+            ),
+            Reason::GatewayConflict => row(
+                "Accepted=False, Ready=False",
+                "MemoryGateway only: another, older MemoryGateway of the namespace shapes its gateway (at most one per namespace); this one is ignored",
+                Actor::PlatformTeam,
+                "delete one of the two, or merge them into the older one the message names",
+            ),
+            Reason::GatewayIdle => row(
+                "Ready=True",
+                "MemoryGateway only: the namespace has no MemoryProvider, so no gateway runs yet (done, for GitOps tools)",
+                Actor::Nobody,
+                "nothing; the gateway starts with the namespace's first provider",
             ),
         }
     }
@@ -299,7 +319,7 @@ impl Reason {
     /// The GitOps meaning the reason would have on `Ready` (see [`Reason::progress`]).
     fn progress_of_ready(self) -> Progress {
         match self {
-            Reason::Ready => Progress::Done,
+            Reason::Ready | Reason::GatewayIdle => Progress::Done,
             Reason::Disabled => Progress::Off,
             // Expected to appear or to finish on their own: GitOps tools keep waiting.
             Reason::SecretNotPermitted
@@ -313,7 +333,8 @@ impl Reason {
             | Reason::DialectNotAccepted
             | Reason::SecretKeyMissing
             | Reason::SecretValueInvalid
-            | Reason::GatewayNotReady => Progress::Failed,
+            | Reason::GatewayNotReady
+            | Reason::GatewayConflict => Progress::Failed,
             // Never the reason of Ready (only of Accepted / ResolvedRefs).
             Reason::Accepted | Reason::ResolvedRefs | Reason::NotChecked => Progress::Waiting,
         }

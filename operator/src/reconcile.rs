@@ -21,17 +21,19 @@ use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{OwnerReference, Time};
 use k8s_openapi::jiff::Timestamp;
 use kube::{Api, Client};
+use memgate_crds::memory_gateway::GatewayUrls;
 use memgate_crds::references::{KeyVerdict, WantedKeys, wanted_keys};
 use memgate_crds::{API_VERSION, MemoryProviderStatus};
 
 use crate::apply::{Applied, Applier, ApplyError, ApplyTarget, Writer};
 use crate::events::{Events, Regarding};
-use crate::index::{Index, Key, NamespaceView, PresetEntry, ProviderEntry};
+use crate::index::{GatewayEntry, Index, Key, NamespaceView, PresetEntry, ProviderEntry};
 use crate::metrics::Metrics;
 use crate::owned::{Step, plan};
 use crate::render::{self, Gateway, GatewayInput, RenderError, ServedProvider};
 use crate::resolve::{self, SecretVerdicts};
-use crate::settings::Settings;
+use crate::settings::{GatewaySettings, Settings};
+use crate::status::gateway::{GatewayVerdict, Shaped, gateway_status, gateway_verdicts};
 use crate::status::{self, GatewayState, Rollout};
 use crate::validate::{self, Claims, ProviderVerdict};
 
@@ -128,10 +130,12 @@ fn now() -> Time {
 async fn reconcile_namespace(ctx: &Context, namespace: &str) -> Result<(), ReconcileError> {
     let view = read_index(ctx).namespace(namespace);
     let writer = writer(ctx, &view);
+    let (gateway_verdicts, shaped_settings) = shape(&view, &ctx.settings.gateway);
     if view.providers.is_empty() {
         // The last provider of the namespace is gone: delete every gateway object still there.
         execute(&writer, None, &plan(None, &view.owned)).await?;
-        return Ok(());
+        let urls = gateway_urls(&view.namespace, &shaped_settings);
+        return write_gateway_statuses(ctx, &view, &gateway_verdicts, &Shaped::Idle, &urls).await;
     }
 
     // Dereference: the referenced Secret keys (and the shared ledger's), judged and dropped.
@@ -142,15 +146,17 @@ async fn reconcile_namespace(ctx: &Context, namespace: &str) -> Result<(), Recon
 
     // Validate and render (pure), then apply.
     let decision = decide(&view, &secrets, &ctx.settings)?;
+    let urls = gateway_urls(&view.namespace, &shaped_settings);
     let written = match execute(&writer, Some(&decision.gateway), &decision.steps).await {
         Ok(written) => written,
         Err(error) => {
             // The providers say what keeps them from being served while the write is retried (their
             // status may still be writable: an admission webhook or a quota refused one object).
-            let state = gateway_state(ctx, &view, &decision, view.deployment.as_deref(), Some(error.summary()));
+            let state = gateway_state(&decision, view.deployment.as_deref(), Some(error.summary()));
             for (provider, desired) in status::provider_writes(&view.providers, &decision.verdicts, &state, &now()) {
                 let _ = write_provider_status(ctx, provider, desired).await;
             }
+            let _ = write_gateway_statuses(ctx, &view, &gateway_verdicts, &Shaped::Running(&state), &urls).await;
             return Err(error.into());
         }
     };
@@ -164,7 +170,7 @@ async fn reconcile_namespace(ctx: &Context, namespace: &str) -> Result<(), Recon
     };
 
     // Status.
-    let state = gateway_state(ctx, &view, &decision, deployment.as_deref(), None);
+    let state = gateway_state(&decision, deployment.as_deref(), None);
     let mut first_error = None;
     for (provider, desired) in status::provider_writes(&view.providers, &decision.verdicts, &state, &now()) {
         if let Err(error) = write_provider_status(ctx, provider, desired).await {
@@ -172,27 +178,87 @@ async fn reconcile_namespace(ctx: &Context, namespace: &str) -> Result<(), Recon
             first_error.get_or_insert(error);
         }
     }
+    if let Err(error) = write_gateway_statuses(ctx, &view, &gateway_verdicts, &Shaped::Running(&state), &urls).await {
+        first_error.get_or_insert(error);
+    }
     first_error.map_or(Ok(()), Err)
+}
+
+/// The namespace's MemoryGateways judged (oldest first), and the operator's gateway settings shaped
+/// by the one that counts when it is valid. Pure.
+pub fn shape(view: &NamespaceView, settings: &GatewaySettings) -> (Vec<GatewayVerdict>, GatewaySettings) {
+    let verdicts = gateway_verdicts(&view.gateways, |entry| match &entry.spec {
+        Err(error) => Some(format!("the object cannot be read: {error}")),
+        Ok(spec) => {
+            let found = memgate_crds::validation::memory_gateway(spec);
+            (!found.is_empty()).then(|| found.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))
+        }
+    });
+    let shaped = match (view.gateways.first().map(|g| &g.spec), verdicts.first()) {
+        (Some(Ok(spec)), Some(GatewayVerdict::Shaping)) => settings.shaped_by(spec),
+        _ => settings.clone(),
+    };
+    (verdicts, shaped)
+}
+
+/// The public and in-cluster base URLs of a namespace's gateway.
+fn gateway_urls(namespace: &str, settings: &GatewaySettings) -> GatewayUrls {
+    GatewayUrls {
+        public: Some(render::public_url(namespace, settings)),
+        in_cluster: Some(render::gateway_url(namespace, settings.port)),
+    }
 }
 
 /// The gateway as the providers' status sees it: its rollout of the desired config (or the write
 /// that failed), its available replicas and its URL.
-fn gateway_state(
-    ctx: &Context,
-    view: &NamespaceView,
-    decision: &Decision,
-    deployment: Option<&Deployment>,
-    failed_write: Option<String>,
-) -> GatewayState {
+fn gateway_state(decision: &Decision, deployment: Option<&Deployment>, failed_write: Option<String>) -> GatewayState {
     GatewayState {
         rollout: match failed_write {
             Some(why) => Rollout::ApplyFailed(why),
             None => status::rollout(deployment, &decision.gateway.config_hash),
         },
         available: deployment.and_then(|d| d.status.as_ref()).and_then(|s| s.available_replicas).unwrap_or(0),
-        base_url: render::gateway_url(&view.namespace, ctx.settings.gateway.port),
+        base_url: decision.gateway.public_url.clone(),
         replica_note: decision.gateway.replica_note.clone(),
     }
+}
+
+/// Write the status of each MemoryGateway of the namespace that differs from the stored one.
+async fn write_gateway_statuses(
+    ctx: &Context,
+    view: &NamespaceView,
+    verdicts: &[GatewayVerdict],
+    shaped: &Shaped<'_>,
+    urls: &GatewayUrls,
+) -> Result<(), ReconcileError> {
+    let mut first_error = None;
+    for (entry, verdict) in view.gateways.iter().zip(verdicts) {
+        let desired = gateway_status(entry, verdict, shaped, urls.clone(), &now());
+        if desired == entry.status {
+            continue;
+        }
+        let name = format!("{}/{}", entry.namespace, entry.name);
+        match status::write::gateway(&ctx.client, &entry.namespace, &entry.name, &desired).await {
+            Ok(written) => {
+                ctx.metrics.wrote("MemoryGateway", "status");
+                if let Some(fresh) = GatewayEntry::from_dynamic(&written) {
+                    write_index(ctx).apply_gateway(fresh);
+                }
+                let regarding = Regarding {
+                    kind: "MemoryGateway",
+                    name: &entry.name,
+                    namespace: Some(&entry.namespace),
+                    uid: &entry.uid,
+                };
+                let changed = status::transitions(&entry.status.conditions, &desired.conditions);
+                ctx.events.transitions(&regarding, &changed, &ctx.metrics).await;
+            }
+            Err(source) => {
+                first_error.get_or_insert(ReconcileError::Status { kind: "MemoryGateway", name, source });
+            }
+        }
+    }
+    first_error.map_or(Ok(()), Err)
 }
 
 /// The Secret keys a namespace's reconcile reads: its providers' and the shared ledger's.
@@ -218,7 +284,9 @@ pub struct Decision {
 /// Validate every provider of `view`, render the gateway of those served and plan the writes
 /// against the live objects. Pure.
 pub fn decide(view: &NamespaceView, secrets: &SecretVerdicts, settings: &Settings) -> Result<Decision, RenderError> {
-    let (allowed, settings) = (&settings.allowed_destinations, &settings.gateway);
+    let allowed = &settings.allowed_destinations;
+    let (_, shaped) = shape(view, &settings.gateway);
+    let settings = &shaped;
     let ledger_available = settings
         .ledger
         .as_ref()
@@ -552,6 +620,6 @@ mod tests {
         let deleted: Vec<Step> = OwnedKind::APPLY_ORDER.into_iter().rev().map(Step::Delete).collect();
         assert_eq!(target.steps(), deleted);
         let kinds: BTreeSet<OwnedKind> = live.keys().copied().collect();
-        assert_eq!(kinds.len(), 7);
+        assert_eq!(kinds.len(), OwnedKind::APPLY_ORDER.len());
     }
 }

@@ -182,6 +182,7 @@ async fn gitops_tools_tell_done_failed_and_waiting_apart_for_every_reason() -> R
     let waiting = cp.new_namespace("waiting").await?;
     let stuck = cp.new_namespace("stuck").await?;
     let refused = cp.new_namespace("refused").await?;
+    let idle = cp.new_namespace("idle").await?;
     // Every namespace (DialectPreset status is written by an operator that sees them all).
     let mut running = start_operator(&cp, &admin, &home, &[], &["--allowed-upstream-origin", "*.memory.svc"]).await?;
 
@@ -241,6 +242,14 @@ async fn gitops_tools_tell_done_failed_and_waiting_apart_for_every_reason() -> R
         }
         apply(&admin, provider(ns, name, "mem0-api", spec)).await?;
     }
+    // MemoryGateways: the one shaping main's gateway, a second one there (refused), and one in a
+    // namespace without providers. `gateway` sorts first, so it wins even within the same second.
+    let gateways = [(&main, "gateway"), (&main, "gateway-second"), (&idle, "gateway-idle")];
+    for (ns, name) in gateways {
+        apply(&admin, json!({"apiVersion": "memgate.io/v1alpha1", "kind": "MemoryGateway",
+            "metadata": {"name": name, "namespace": ns}, "spec": {"logLevel": "info"}}))
+        .await?;
+    }
     let expected = committed()?;
     let reason_of = |name: &str| expected.get(&format!("MemoryProvider/{name}")).map(|e| e.0.clone());
     // The states the table names, simulating what the Deployment controller would report.
@@ -268,6 +277,16 @@ async fn gitops_tools_tell_done_failed_and_waiting_apart_for_every_reason() -> R
         (condition(&object, "Ready")?.1 == "GatewayNotReady").then_some(())
     })
     .await?;
+    for (ns, name) in gateways {
+        let reason = expected.get(&format!("MemoryGateway/{name}")).map(|e| e.0.clone()).context("in the table")?;
+        eventually(&format!("MemoryGateway {name} to be {reason}"), || async {
+            simulate_rollout(&admin, &main).await.ok()?;
+            let object = get(&admin, "MemoryGateway", Some(ns), name).await.ok()??;
+            (condition(&object, "Ready")?.1 == reason).then_some(())
+        })
+        .await
+        .with_context(|| running.operator.log_text())?;
+    }
     for preset in ["valid-dialect", "invalid-dialect"] {
         eventually(&format!("{preset}'s status"), || async {
             let object = get(&admin, "DialectPreset", None, preset).await.ok()??;
@@ -280,6 +299,9 @@ async fn gitops_tools_tell_done_failed_and_waiting_apart_for_every_reason() -> R
     let mut objects = Vec::new();
     for (ns, name, _) in &providers {
         objects.push((format!("MemoryProvider/{name}"), fetch(&admin, "MemoryProvider", Some(ns), name).await?));
+    }
+    for (ns, name) in gateways {
+        objects.push((format!("MemoryGateway/{name}"), fetch(&admin, "MemoryGateway", Some(ns), name).await?));
     }
     for preset in ["valid-dialect", "invalid-dialect"] {
         objects.push((format!("DialectPreset/{preset}"), fetch(&admin, "DialectPreset", None, preset).await?));

@@ -74,6 +74,14 @@ async fn the_operator_needs_every_rule_of_its_documented_rbac_and_nothing_more()
             let spec = json!({"nexent": {"search": true},
                 "access": {"serviceAccounts": {"audience": "memgate", "allowed": [{"namespace": ns.clone()}]}}});
             apply(&admin, provider(&ns, "everything", "mem0-api", spec)).await?;
+            // A MemoryGateway asking for autoscaling: its status, and the HorizontalPodAutoscaler.
+            apply(
+                &admin,
+                json!({"apiVersion": "memgate.io/v1alpha1", "kind": "MemoryGateway",
+                       "metadata": {"name": "shape", "namespace": ns.clone()},
+                       "spec": {"autoscaling": {"minReplicas": 2, "maxReplicas": 4}}}),
+            )
+            .await?;
             let args: Vec<String> =
                 ["--leader-election-namespace", &home, "--watch-namespaces", &ns, "--gateway-network-policy", "true"]
                     .map(String::from)
@@ -85,12 +93,17 @@ async fn the_operator_needs_every_rule_of_its_documented_rbac_and_nothing_more()
                     get(&admin, "ClusterRoleBinding", None, &format!("memgate-gateway-{ns}")).await.ok()?
                 })
                 .await?;
-                for kind in ["NetworkPolicy", "PodDisruptionBudget"] {
+                for kind in ["NetworkPolicy", "PodDisruptionBudget", "HorizontalPodAutoscaler"] {
                     eventually(&format!("the {kind}"), || async {
                         get(&admin, kind, Some(&ns), "memgate-gateway").await.ok()?
                     })
                     .await?;
                 }
+                eventually("the MemoryGateway's status", || async {
+                    let object = get(&admin, "MemoryGateway", Some(&ns), "shape").await.ok()??;
+                    (condition(&object, "Accepted")?.0 == "True").then_some(())
+                })
+                .await?;
                 eventually("the transition Events", || async {
                     let list = Api::<Event>::namespaced(admin.clone(), &ns).list(&ListParams::default()).await.ok()?;
                     (!list.items.is_empty()).then_some(())

@@ -61,8 +61,10 @@ fn validate_examples_folder_exits_0_having_checked_every_document() {
         let text = std::fs::read_to_string(file).expect("readable");
         let docs = memgate_crds::manifest::documents(&text).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
         assert!(!docs.is_empty(), "{}: no document", file.display());
-        expected +=
-            docs.iter().filter(|(_, d)| matches!(d["kind"].as_str(), Some("MemoryProvider" | "DialectPreset"))).count();
+        expected += docs
+            .iter()
+            .filter(|(_, d)| matches!(d["kind"].as_str(), Some("MemoryProvider" | "DialectPreset" | "MemoryGateway")))
+            .count();
         assert!(text.starts_with('#'), "{}: must start with a comment saying what it is", file.display());
     }
     let out = run(&["validate", "--standalone", "examples/"]);
@@ -80,6 +82,7 @@ fn validate_examples_folder_exits_0_having_checked_every_document() {
         ("examples/oauth", true),
         ("examples/gitops", false),
         ("examples/platform", false),
+        ("examples/gateway", false),
     ] {
         let out = if standalone { run(&["validate", "--standalone", folder]) } else { run(&["validate", folder]) };
         assert_eq!((out.status.code(), stdout(&out)), (Some(0), String::new()), "{folder}");

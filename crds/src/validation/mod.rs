@@ -8,6 +8,7 @@
 mod credential;
 pub mod destination;
 mod dialect;
+mod gateway;
 pub mod names;
 mod oidc;
 mod origin;
@@ -17,6 +18,7 @@ mod scope;
 
 pub use credential::{Credential, credential_value};
 pub use dialect::{dialect_preset, dialect_spec};
+pub use gateway::{RESERVED_ENV, RESERVED_PATHS, memory_gateway};
 pub use oidc::{MAX_OIDC_URL, is_claim_name, is_scope_token, parse_issuer};
 pub use origin::parse_origin;
 pub use path::{check_path, join_url};

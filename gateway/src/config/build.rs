@@ -56,7 +56,8 @@ pub fn build_snapshot(
                 let name = secret.metadata.name.clone().unwrap_or_default();
                 bundle.secrets.insert((ns, name), secret_data(&secret));
             }
-            Ok(Object::Other) => {}
+            // How the namespace's gateway pods run is the operator's business, not the config's.
+            Ok(Object::MemoryGateway(_) | Object::Other) => {}
             Err(violations) => problems.extend(violations.iter().map(|v| format!("{source}: {id}: {v}"))),
         }
     }

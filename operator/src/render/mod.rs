@@ -8,6 +8,7 @@
 //!                                                   ServiceAccount memgate-gateway
 //!                                                   NetworkPolicy  memgate-gateway  (only with --gateway-network-policy)
 //!                                                   PodDisruptionBudget memgate-gateway (only for more than one replica)
+//!                                                   HorizontalPodAutoscaler memgate-gateway (only with a MemoryGateway's autoscaling)
 //!                                                   ClusterRoleBinding memgate-gateway-<ns> (only for ServiceAccount callers)
 //! ```
 //!
@@ -23,6 +24,7 @@ mod pod;
 use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
 use k8s_openapi::api::core::v1::{ConfigMap, Service, ServiceAccount};
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
@@ -59,6 +61,11 @@ pub fn binding_name(namespace: &str) -> String {
 /// The gateway's in-cluster base URL.
 pub fn gateway_url(namespace: &str, port: u16) -> String {
     format!("http://{GATEWAY_NAME}.{namespace}.svc:{port}")
+}
+
+/// The base URL tenants use: a MemoryGateway's `publicURL`, else the in-cluster URL.
+pub fn public_url(namespace: &str, settings: &GatewaySettings) -> String {
+    settings.public_url.clone().unwrap_or_else(|| gateway_url(namespace, settings.port))
 }
 
 /// One provider the gateway serves.
@@ -103,10 +110,14 @@ pub struct Gateway {
     pub network_policy: Option<NetworkPolicy>,
     /// `maxUnavailable: 1`, when enabled and more than one replica runs.
     pub pod_disruption_budget: Option<PodDisruptionBudget>,
+    /// Scaling on CPU, with a MemoryGateway's `autoscaling` (and more than one replica allowed).
+    pub horizontal_pod_autoscaler: Option<HorizontalPodAutoscaler>,
     /// The pod-template hash.
     pub config_hash: String,
-    /// Replicas rendered.
+    /// Replicas rendered (the autoscaler's minimum when it scales them).
     pub replicas: i32,
+    /// The base URL tenants use (the providers' endpoints are under it).
+    pub public_url: String,
     /// Why replicas were limited, for the providers' Ready message.
     pub replica_note: Option<String>,
 }
@@ -122,6 +133,9 @@ impl Gateway {
             OwnedKind::ClusterRoleBinding => self.binding.as_ref().map(Desired::ClusterRoleBinding),
             OwnedKind::NetworkPolicy => self.network_policy.as_ref().map(Desired::NetworkPolicy),
             OwnedKind::PodDisruptionBudget => self.pod_disruption_budget.as_ref().map(Desired::PodDisruptionBudget),
+            OwnedKind::HorizontalPodAutoscaler => {
+                self.horizontal_pod_autoscaler.as_ref().map(Desired::HorizontalPodAutoscaler)
+            }
         }
     }
 
@@ -142,12 +156,13 @@ pub enum RenderError {
     Json(#[from] serde_json::Error),
 }
 
-/// Render the gateway of one namespace.
+/// Render the gateway of one namespace, with `settings` already shaped by its MemoryGateway.
 pub fn render(input: &GatewayInput<'_>, settings: &GatewaySettings) -> Result<Gateway, RenderError> {
     let files = config::render_files(input, &settings.default_plugin_claim)?;
     let ingests = input.served.iter().any(|p| p.spec.nexent.ingest);
     let shared_ledger = ingests && input.ledger_available && settings.ledger.is_some();
-    let (replicas, replica_note) = if ingests && !shared_ledger {
+    let single_writer = ingests && !shared_ledger;
+    let (scale, replica_note) = if single_writer {
         let note = match &settings.ledger {
             None => "runs 1 gateway replica: a provider here ingests and no shared ledger is configured (operator flag --gateway-ledger-secret)".to_string(),
             Some(ledger) => format!(
@@ -155,9 +170,12 @@ pub fn render(input: &GatewayInput<'_>, settings: &GatewaySettings) -> Result<Ga
                 ledger.name, ledger.key
             ),
         };
-        (1, Some(note))
+        (Scale::Fixed(1), Some(note))
     } else {
-        (settings.replicas, None)
+        match &settings.autoscaling {
+            Some(autoscaling) => (Scale::Autoscaled(autoscaling), None),
+            None => (Scale::Fixed(settings.replicas), None),
+        }
     };
     // ServiceAccount callers need the gateway's own API identity: TokenReview needs the
     // tokenreviews binding, offline (jwks) verification only reads the cluster's public
@@ -169,13 +187,20 @@ pub fn render(input: &GatewayInput<'_>, settings: &GatewaySettings) -> Result<Ga
     let pod = pod::PodPlan {
         namespace: input.namespace,
         files: &files,
-        replicas,
+        replicas: match scale {
+            Scale::Fixed(replicas) => Some(replicas),
+            Scale::Autoscaled(_) => None,
+        },
         shared_ledger,
-        single_writer: ingests && !shared_ledger,
+        single_writer,
         api_identity,
     };
     let config_hash = files.hash(shared_ledger.then_some(settings.ledger.as_ref()).flatten());
     let meta = objects::Meta { namespace: input.namespace, owners: &input.owners };
+    let (replicas, most) = match scale {
+        Scale::Fixed(replicas) => (replicas, replicas),
+        Scale::Autoscaled(a) => (a.min_replicas, a.max_replicas),
+    };
     Ok(Gateway {
         config_map: objects::config_map(&meta, files.data.clone()),
         deployment: pod::deployment(&meta, &pod, &config_hash, settings),
@@ -186,12 +211,26 @@ pub fn render(input: &GatewayInput<'_>, settings: &GatewaySettings) -> Result<Ga
         // Never for one replica (a namespace that ingests without a shared ledger): a budget
         // there protects nothing (`maxUnavailable: 1` lets the only pod go anyway), and any
         // stricter one would block node drains forever.
-        pod_disruption_budget: (settings.pod_disruption_budget && replicas > 1)
+        pod_disruption_budget: (settings.pod_disruption_budget && most > 1)
             .then(|| objects::pod_disruption_budget(&meta)),
+        horizontal_pod_autoscaler: match scale {
+            Scale::Autoscaled(a) => Some(objects::horizontal_pod_autoscaler(&meta, a)),
+            Scale::Fixed(_) => None,
+        },
         config_hash,
         replicas,
+        public_url: public_url(input.namespace, settings),
         replica_note,
     })
+}
+
+/// How many gateway pods run.
+#[derive(Debug, Clone, Copy)]
+enum Scale<'a> {
+    /// This many (`spec.replicas` of the Deployment).
+    Fixed(i32),
+    /// What a HorizontalPodAutoscaler decides (the Deployment leaves `spec.replicas` to it).
+    Autoscaled(&'a memgate_crds::memory_gateway::GatewayAutoscaling),
 }
 
 /// Labels on every gateway object of `namespace`.

@@ -1,8 +1,12 @@
-//! The small gateway objects: ConfigMap, Service, ServiceAccount, the optional NetworkPolicy and
-//! PodDisruptionBudget, and the TokenReview binding.
+//! The small gateway objects: ConfigMap, Service, ServiceAccount, the optional NetworkPolicy,
+//! PodDisruptionBudget and HorizontalPodAutoscaler, and the TokenReview binding.
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use k8s_openapi::api::autoscaling::v2::{
+    CrossVersionObjectReference, HorizontalPodAutoscaler, HorizontalPodAutoscalerSpec, MetricSpec, MetricTarget,
+    ResourceMetricSource,
+};
 use k8s_openapi::api::core::v1::{ConfigMap, Service, ServiceAccount, ServicePort, ServiceSpec};
 use k8s_openapi::api::networking::v1::{
     NetworkPolicy, NetworkPolicyIngressRule, NetworkPolicyPeer, NetworkPolicyPort, NetworkPolicySpec,
@@ -13,6 +17,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
     LabelSelector, LabelSelectorRequirement, ObjectMeta, OwnerReference,
 };
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use memgate_crds::memory_gateway::GatewayAutoscaling;
 
 use super::{GATEWAY_NAME, binding_name, labels, pod_labels, selector_labels};
 use crate::settings::GatewaySettings;
@@ -69,8 +74,10 @@ pub fn service(meta: &Meta<'_>, port: u16) -> Service {
 }
 
 /// Ingress to the gateway pods: TCP to the serving and the admin port, only from pods of the
-/// gateway's own namespace and of the configured ones (sorted, without repeats). Kubernetes always
-/// lets the pod's own node connect, so kubelet probes need no rule.
+/// gateway's own namespace and of the configured ones (sorted, without repeats), and from pods of
+/// any namespace matching one of the configured pod selectors (a MemoryGateway's
+/// `networkPolicy.allowedPods`). Kubernetes always lets the pod's own node connect, so kubelet
+/// probes need no rule.
 pub fn network_policy(meta: &Meta<'_>, settings: &GatewaySettings) -> NetworkPolicy {
     let mut namespaces: BTreeSet<&str> = settings.network_policy_namespaces.iter().map(String::as_str).collect();
     namespaces.insert(meta.namespace);
@@ -79,23 +86,30 @@ pub fn network_policy(meta: &Meta<'_>, settings: &GatewaySettings) -> NetworkPol
         port: Some(IntOrString::Int(i32::from(number))),
         ..NetworkPolicyPort::default()
     };
+    let mut peers = vec![NetworkPolicyPeer {
+        namespace_selector: Some(LabelSelector {
+            match_expressions: Some(vec![LabelSelectorRequirement {
+                key: NAMESPACE_NAME_LABEL.into(),
+                operator: "In".into(),
+                values: Some(namespaces.into_iter().map(String::from).collect()),
+            }]),
+            ..LabelSelector::default()
+        }),
+        ..NetworkPolicyPeer::default()
+    }];
+    // An empty namespace selector beside the pod selector: matching pods of every namespace.
+    peers.extend(settings.network_policy_pods.iter().map(|pods| NetworkPolicyPeer {
+        namespace_selector: Some(LabelSelector::default()),
+        pod_selector: Some(pods.clone()),
+        ..NetworkPolicyPeer::default()
+    }));
     NetworkPolicy {
         metadata: meta.object(),
         spec: Some(NetworkPolicySpec {
             pod_selector: Some(LabelSelector { match_labels: Some(selector_labels()), ..LabelSelector::default() }),
             policy_types: Some(vec!["Ingress".into()]),
             ingress: Some(vec![NetworkPolicyIngressRule {
-                from: Some(vec![NetworkPolicyPeer {
-                    namespace_selector: Some(LabelSelector {
-                        match_expressions: Some(vec![LabelSelectorRequirement {
-                            key: NAMESPACE_NAME_LABEL.into(),
-                            operator: "In".into(),
-                            values: Some(namespaces.into_iter().map(String::from).collect()),
-                        }]),
-                        ..LabelSelector::default()
-                    }),
-                    ..NetworkPolicyPeer::default()
-                }]),
+                from: Some(peers),
                 ports: Some(vec![port(settings.port), port(settings.admin_port)]),
             }]),
             ..NetworkPolicySpec::default()
@@ -116,6 +130,37 @@ pub fn pod_disruption_budget(meta: &Meta<'_>) -> PodDisruptionBudget {
             ..PodDisruptionBudgetSpec::default()
         }),
         ..PodDisruptionBudget::default()
+    }
+}
+
+/// Scales the gateway Deployment on its pods' average CPU use (a MemoryGateway's `autoscaling`);
+/// the Deployment then leaves `replicas` to it.
+pub fn horizontal_pod_autoscaler(meta: &Meta<'_>, autoscaling: &GatewayAutoscaling) -> HorizontalPodAutoscaler {
+    HorizontalPodAutoscaler {
+        metadata: meta.object(),
+        spec: HorizontalPodAutoscalerSpec {
+            scale_target_ref: CrossVersionObjectReference {
+                api_version: Some("apps/v1".into()),
+                kind: "Deployment".into(),
+                name: GATEWAY_NAME.into(),
+            },
+            min_replicas: Some(autoscaling.min_replicas),
+            max_replicas: autoscaling.max_replicas,
+            metrics: Some(vec![MetricSpec {
+                type_: "Resource".into(),
+                resource: Some(ResourceMetricSource {
+                    name: "cpu".into(),
+                    target: MetricTarget {
+                        type_: "Utilization".into(),
+                        average_utilization: Some(autoscaling.target_cpu_utilization_percentage),
+                        ..MetricTarget::default()
+                    },
+                }),
+                ..MetricSpec::default()
+            }]),
+            ..HorizontalPodAutoscalerSpec::default()
+        },
+        ..HorizontalPodAutoscaler::default()
     }
 }
 

@@ -20,6 +20,7 @@ use super::layout::{CONFIG_DIR, CONFIG_KEY, SECRETS_DIR, claim_config_dir, claim
 use super::objects::Meta;
 use super::{CONFIG_HASH_ANNOTATION, GATEWAY_NAME, gateway_url, pod_labels, selector_labels};
 use crate::settings::GatewaySettings;
+use memgate_crds::validation::RESERVED_ENV;
 
 /// User and group the gateway runs as (the image must allow it; no root needed).
 const RUN_AS: i64 = 65532;
@@ -32,8 +33,8 @@ pub struct PodPlan<'a> {
     pub namespace: &'a str,
     /// The rendered files and what they mount.
     pub files: &'a Files,
-    /// Replicas.
-    pub replicas: i32,
+    /// Replicas (`None`: a HorizontalPodAutoscaler sets them).
+    pub replicas: Option<i32>,
     /// Pass the shared ledger Secret as `MEMGATE_INGEST_LEDGER`.
     pub shared_ledger: bool,
     /// Ingest with an in-process ledger: never run two pods at once, not even during a rollout.
@@ -45,20 +46,35 @@ pub struct PodPlan<'a> {
 
 /// The gateway Deployment.
 pub fn deployment(meta: &Meta<'_>, plan: &PodPlan<'_>, config_hash: &str, settings: &GatewaySettings) -> Deployment {
+    let extra = settings.pod_template.spec.clone().unwrap_or_default();
     let mut containers = vec![serving_container(plan, settings)];
-    containers[0].volume_mounts = Some(serving_mounts(plan.files));
+    let mut mounts = serving_mounts(plan.files);
+    mounts.extend(extra.volume_mounts.iter().map(|m| VolumeMount { read_only: Some(true), ..m.clone() }));
+    containers[0].volume_mounts = Some(mounts);
     let init_containers: Vec<Container> =
         plan.files.claims.iter().enumerate().map(|(i, claim)| plugin_container(i, claim, plan, settings)).collect();
+    let mut volumes = volumes(plan.files);
+    volumes.extend(extra.volumes.iter().cloned());
+    let (mut labels, mut annotations) = (pod_labels(), pod_annotations(config_hash, settings));
+    if let Some(metadata) = settings.pod_template.metadata.as_ref() {
+        // memgate's own keys win: a MemoryGateway adds, it never relabels the pods out of their Service.
+        for (key, value) in &metadata.labels {
+            labels.entry(key.clone()).or_insert_with(|| value.clone());
+        }
+        for (key, value) in &metadata.annotations {
+            annotations.entry(key.clone()).or_insert_with(|| value.clone());
+        }
+    }
     Deployment {
         metadata: meta.object(),
         spec: DeploymentSpec {
-            replicas: Some(plan.replicas),
+            replicas: plan.replicas,
             selector: LabelSelector { match_labels: Some(selector_labels()), ..LabelSelector::default() },
             strategy: Some(strategy(plan.single_writer)),
             template: PodTemplateSpec {
                 metadata: Some(ObjectMeta {
-                    labels: Some(pod_labels()),
-                    annotations: Some(pod_annotations(config_hash, settings)),
+                    labels: Some(labels),
+                    annotations: Some(annotations),
                     ..ObjectMeta::default()
                 }),
                 spec: Some(PodSpec {
@@ -73,19 +89,16 @@ pub fn deployment(meta: &Meta<'_>, plan: &PodPlan<'_>, config_hash: &str, settin
                     }),
                     automount_service_account_token: Some(plan.api_identity),
                     termination_grace_period_seconds: Some(DRAIN_SECONDS + 10),
-                    security_context: Some(PodSecurityContext {
-                        run_as_non_root: Some(true),
-                        run_as_user: Some(RUN_AS),
-                        run_as_group: Some(RUN_AS),
-                        seccomp_profile: Some(SeccompProfile {
-                            type_: "RuntimeDefault".into(),
-                            ..SeccompProfile::default()
-                        }),
-                        ..PodSecurityContext::default()
-                    }),
+                    security_context: Some(pod_security_context(extra.security_context.clone())),
                     init_containers: (!init_containers.is_empty()).then_some(init_containers),
                     containers,
-                    volumes: Some(volumes(plan.files)),
+                    volumes: Some(volumes),
+                    node_selector: (!extra.node_selector.is_empty()).then(|| extra.node_selector.clone()),
+                    tolerations: (!extra.tolerations.is_empty()).then(|| extra.tolerations.clone()),
+                    affinity: extra.affinity.clone(),
+                    topology_spread_constraints: (!extra.topology_spread_constraints.is_empty())
+                        .then(|| extra.topology_spread_constraints.clone()),
+                    priority_class_name: extra.priority_class_name.clone().filter(|name| !name.is_empty()),
                     ..PodSpec::default()
                 }),
             },
@@ -93,6 +106,23 @@ pub fn deployment(meta: &Meta<'_>, plan: &PodPlan<'_>, config_hash: &str, settin
         },
         ..Deployment::default()
     }
+}
+
+/// The pod's security context: memgate's (non-root user 65532, the runtime's default seccomp
+/// profile), or a MemoryGateway's in its place (OpenShift's restricted SCC assigns the user itself),
+/// which always keeps `runAsNonRoot`.
+fn pod_security_context(custom: Option<PodSecurityContext>) -> PodSecurityContext {
+    let mut context = custom.unwrap_or_else(|| PodSecurityContext {
+        run_as_user: Some(RUN_AS),
+        run_as_group: Some(RUN_AS),
+        ..PodSecurityContext::default()
+    });
+    context.run_as_non_root = Some(true);
+    // Pod Security's restricted level wants a seccomp profile; RuntimeDefault unless one is given.
+    if context.seccomp_profile.is_none() {
+        context.seccomp_profile = Some(SeccompProfile { type_: "RuntimeDefault".into(), ..SeccompProfile::default() });
+    }
+    context
 }
 
 /// `Recreate` for a single writer, otherwise a rolling update with Kubernetes' default bounds,
@@ -143,12 +173,21 @@ fn serving_container(plan: &PodPlan<'_>, settings: &GatewaySettings) -> Containe
     // The URL tenants use: the default audience of ServiceAccount tokens, and the default audience
     // and RFC 9728 resource of OIDC providers.
     args.push("--public-url".into());
-    args.push(gateway_url(plan.namespace, settings.port));
+    args.push(super::public_url(plan.namespace, settings));
+    if let Some(max) = settings.listener.max_in_flight {
+        args.extend(["--max-in-flight".to_string(), max.to_string()]);
+    }
+    if let Some(max) = settings.listener.max_connections {
+        args.extend(["--max-connections".to_string(), max.to_string()]);
+    }
     // In a pod: loopback and the API server are refused destinations too.
     args.extend(["--placement".to_string(), "cluster".to_string()]);
     // Shared state (the Redis ledger's keys) and audit events are this gateway's own.
     args.extend(["--gateway-id".to_string(), format!("{}/{GATEWAY_NAME}", plan.namespace)]);
-    for host in allowed_hosts(plan.namespace, &settings.extra_allowed_hosts) {
+    let mut extra_hosts = settings.extra_allowed_hosts.clone();
+    // Tenants behind an Ingress send the public URL's host (any port).
+    extra_hosts.extend(settings.public_url.as_deref().and_then(url_host));
+    for host in allowed_hosts(plan.namespace, &extra_hosts) {
         args.push("--allowed-host".into());
         args.push(host);
     }
@@ -167,6 +206,10 @@ fn serving_container(plan: &PodPlan<'_>, settings: &GatewaySettings) -> Containe
         env_value("EXTERNAL_MEMORY_INGEST_ENABLED", settings.ingest_enabled.to_string()),
         env_value("RUST_LOG", settings.log_level.clone()),
     ];
+    // A MemoryGateway's variables come after memgate's, and never in their place (validation
+    // refuses the reserved names; this keeps them out even so).
+    let extra_env = settings.pod_template.spec.iter().flat_map(|spec| spec.env.iter());
+    let extra_env: Vec<EnvVar> = extra_env.filter(|e| !RESERVED_ENV.contains(&e.name.as_str())).cloned().collect();
     if let (true, Some(ledger)) = (plan.shared_ledger, &settings.ledger) {
         env.push(EnvVar {
             name: "MEMGATE_INGEST_LEDGER".into(),
@@ -199,11 +242,19 @@ fn serving_container(plan: &PodPlan<'_>, settings: &GatewaySettings) -> Containe
                 ..ContainerPort::default()
             },
         ]),
-        env: Some(env),
+        env: Some(env.into_iter().chain(extra_env).collect()),
         readiness_probe: Some(probe("/readyz")),
         liveness_probe: Some(probe("/healthz")),
         ..base_container(settings)
     }
+}
+
+/// The host of an http(s) URL (a MemoryGateway's `publicURL`, validated before).
+fn url_host(url: &str) -> Option<String> {
+    let rest = url.split_once("://")?.1;
+    let authority = rest.split('/').next()?;
+    let host = authority.rsplit_once(':').map_or(authority, |(host, _)| host);
+    (!host.is_empty()).then(|| host.to_ascii_lowercase())
 }
 
 /// `Host` names tenants use to reach the gateway, then the configured extras.
@@ -249,29 +300,35 @@ fn plugin_container(i: usize, claim: &ClaimFiles, plan: &PodPlan<'_>, settings: 
 
 /// Image, resources and the restricted security context every container shares.
 fn base_container(settings: &GatewaySettings) -> Container {
-    let quantities = |cpu: &str, memory: &str| {
-        Some(BTreeMap::from([
-            ("cpu".to_string(), Quantity(cpu.into())),
-            ("memory".to_string(), Quantity(memory.into())),
-        ]))
+    let quantities = |named: &BTreeMap<String, String>| {
+        Some(named.iter().map(|(name, quantity)| (name.clone(), Quantity(quantity.clone()))).collect())
     };
     let r = &settings.resources;
+    let custom = settings.pod_template.spec.as_ref().and_then(|s| s.container_security_context.clone());
     Container {
         image: Some(settings.image.clone()),
         image_pull_policy: Some(settings.image_pull_policy.clone()),
         resources: Some(ResourceRequirements {
-            requests: quantities(&r.cpu_request, &r.memory_request),
-            limits: quantities(&r.cpu_limit, &r.memory_limit),
+            requests: quantities(&r.requests),
+            limits: quantities(&r.limits),
             ..ResourceRequirements::default()
         }),
-        security_context: Some(SecurityContext {
-            allow_privilege_escalation: Some(false),
-            read_only_root_filesystem: Some(true),
-            run_as_non_root: Some(true),
-            capabilities: Some(Capabilities { drop: Some(vec!["ALL".into()]), ..Capabilities::default() }),
-            ..SecurityContext::default()
-        }),
+        security_context: Some(container_security_context(custom)),
         ..Container::default()
+    }
+}
+
+/// A container's security context: a MemoryGateway's (or none) with memgate's hardening on top:
+/// never privileged, no privilege escalation, every capability dropped and none added, a read-only
+/// root file system, a non-root user.
+fn container_security_context(custom: Option<SecurityContext>) -> SecurityContext {
+    SecurityContext {
+        allow_privilege_escalation: Some(false),
+        privileged: custom.as_ref().and_then(|c| c.privileged).map(|_| false),
+        read_only_root_filesystem: Some(true),
+        run_as_non_root: Some(true),
+        capabilities: Some(Capabilities { drop: Some(vec!["ALL".into()]), add: None }),
+        ..custom.unwrap_or_default()
     }
 }
 

@@ -9,7 +9,7 @@ use memgate_crds::{DialectPresetSpec, MemoryProviderSpec};
 use serde_json::{Value, json};
 
 use super::*;
-use crate::settings::{LedgerSecret, Resources};
+use crate::settings::{LedgerSecret, Listener, Resources};
 
 fn settings() -> GatewaySettings {
     GatewaySettings {
@@ -19,10 +19,8 @@ fn settings() -> GatewaySettings {
         port: 8080,
         admin_port: 9090,
         resources: Resources {
-            cpu_request: "50m".into(),
-            memory_request: "64Mi".into(),
-            cpu_limit: "1".into(),
-            memory_limit: "256Mi".into(),
+            requests: BTreeMap::from([("cpu".into(), "50m".into()), ("memory".into(), "64Mi".into())]),
+            limits: BTreeMap::from([("cpu".into(), "1".into()), ("memory".into(), "512Mi".into())]),
         },
         extra_allowed_hosts: vec!["memory.internal".into()],
         ledger: None,
@@ -35,6 +33,11 @@ fn settings() -> GatewaySettings {
         image_pull_secrets: Vec::new(),
         default_plugin_claim: "nexent-memory-plugins".into(),
         token_review_cluster_role: "memgate-gateway-token-review".into(),
+        listener: Listener::default(),
+        public_url: None,
+        autoscaling: None,
+        pod_template: Default::default(),
+        network_policy_pods: Vec::new(),
     }
 }
 
@@ -501,3 +504,5 @@ fn the_service_selects_pods_by_memgate_own_label_and_the_gateway_runs_as_a_clust
     assert!(args.windows(2).any(|w| w == ["--placement", "cluster"]), "{args:?}");
     assert!(args.windows(2).any(|w| w == ["--gateway-id", "agents/memgate-gateway"]), "{args:?}");
 }
+
+mod shaped;

@@ -5,11 +5,13 @@
 //! (`--gateway-ledger-secret`), so its Redis URL (which may carry a password) is never printed,
 //! rendered into a ConfigMap or passed as an argument.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use clap::Args;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use memgate_crds::memory_gateway::{GatewayAutoscaling, GatewayPodTemplate};
 use memgate_crds::memory_provider::DEFAULT_PLUGIN_CLAIM;
-use memgate_crds::validation::names::{is_dns_label, is_dns_subdomain, is_secret_key};
+use memgate_crds::validation::names::{is_dns_label, is_dns_subdomain, is_log_filter, is_quantity, is_secret_key};
 
 use super::{SettingsError, bad};
 
@@ -45,9 +47,17 @@ pub struct GatewayArgs {
     /// CPU limit of a gateway container.
     #[arg(long = "gateway-cpu-limit", env = "MEMGATE_GATEWAY_CPU_LIMIT", default_value = "1")]
     pub cpu_limit: String,
-    /// Memory limit of a gateway container.
-    #[arg(long = "gateway-memory-limit", env = "MEMGATE_GATEWAY_MEMORY_LIMIT", default_value = "256Mi")]
+    /// Memory limit of a gateway container (the listener's worst case at its default limits is
+    /// about 320 MiB: 256 bodies of 1 MiB in flight plus 1024 connections' buffers).
+    #[arg(long = "gateway-memory-limit", env = "MEMGATE_GATEWAY_MEMORY_LIMIT", default_value = "512Mi")]
     pub memory_limit: String,
+    /// Most requests a gateway serves at once (`memgate-gateway serve --max-in-flight`); unset: the
+    /// gateway's own default.
+    #[arg(long = "gateway-max-in-flight", env = "MEMGATE_GATEWAY_MAX_IN_FLIGHT", value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    pub max_in_flight: Option<u32>,
+    /// Most open connections of a gateway's data port (`--max-connections`); unset: the gateway's own default.
+    #[arg(long = "gateway-max-connections", env = "MEMGATE_GATEWAY_MAX_CONNECTIONS", value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub max_connections: Option<u32>,
     /// Another `Host` name tenants use to reach a gateway, besides memgate-gateway[.<ns>[.svc[.cluster.local]]]
     /// (repeat, or comma-separated in the environment variable).
     #[arg(long = "gateway-extra-allowed-host", env = "MEMGATE_GATEWAY_EXTRA_ALLOWED_HOSTS", value_delimiter = ',')]
@@ -101,8 +111,9 @@ pub struct GatewayArgs {
     pub token_review_cluster_role: String,
 }
 
-/// Defaults of every gateway the operator renders.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Defaults of every gateway the operator renders; a namespace's `MemoryGateway` overrides some of
+/// them for its gateway ([`GatewaySettings::shaped_by`]).
+#[derive(Debug, Clone, PartialEq)]
 pub struct GatewaySettings {
     /// Container image.
     pub image: String,
@@ -138,19 +149,35 @@ pub struct GatewaySettings {
     pub default_plugin_claim: String,
     /// The ClusterRole (`tokenreviews: create` only) gateways with ServiceAccount callers are bound to.
     pub token_review_cluster_role: String,
+    /// The data port's listener limits (`None`: the gateway's own default).
+    pub listener: Listener,
+    /// The URL tenants use, when not the in-cluster Service URL (a `MemoryGateway`'s `publicURL`).
+    pub public_url: Option<String>,
+    /// A HorizontalPodAutoscaler instead of fixed replicas (a `MemoryGateway`'s).
+    pub autoscaling: Option<GatewayAutoscaling>,
+    /// Merged into the gateway pod (a `MemoryGateway`'s; empty by default).
+    pub pod_template: GatewayPodTemplate,
+    /// Pods of any namespace the NetworkPolicy also admits (a `MemoryGateway`'s).
+    pub network_policy_pods: Vec<LabelSelector>,
 }
 
-/// Container resource requests and limits (Kubernetes quantities).
+/// Container resource requests and limits: resource name (`cpu`, `memory`, `ephemeral-storage`)
+/// to Kubernetes quantity.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Resources {
-    /// CPU request.
-    pub cpu_request: String,
-    /// Memory request.
-    pub memory_request: String,
-    /// CPU limit.
-    pub cpu_limit: String,
-    /// Memory limit.
-    pub memory_limit: String,
+    /// Requests.
+    pub requests: BTreeMap<String, String>,
+    /// Limits.
+    pub limits: BTreeMap<String, String>,
+}
+
+/// Listener limits of the data port.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Listener {
+    /// `--max-in-flight`.
+    pub max_in_flight: Option<u32>,
+    /// `--max-connections`.
+    pub max_connections: Option<u32>,
 }
 
 /// Where the shared ingest ledger URL is: a key of a Secret in each gateway namespace.
@@ -204,10 +231,7 @@ impl TryFrom<GatewayArgs> for GatewaySettings {
             }
             None => None,
         };
-        let log_ok = !args.log_level.is_empty()
-            && args.log_level.len() <= 256
-            && args.log_level.chars().all(|c| c.is_ascii_alphanumeric() || "_=,:.-".contains(c));
-        if !log_ok {
+        if !is_log_filter(&args.log_level) {
             return Err(bad("gateway-log-level", "must be a log filter such as info or warn,memgate_gateway=debug"));
         }
         // Empty items of these lists are skipped: an empty environment variable (as a chart renders
@@ -262,10 +286,14 @@ impl TryFrom<GatewayArgs> for GatewaySettings {
             port: args.port,
             admin_port: args.admin_port,
             resources: Resources {
-                cpu_request: args.cpu_request,
-                memory_request: args.memory_request,
-                cpu_limit: args.cpu_limit,
-                memory_limit: args.memory_limit,
+                requests: BTreeMap::from([
+                    ("cpu".to_string(), args.cpu_request),
+                    ("memory".to_string(), args.memory_request),
+                ]),
+                limits: BTreeMap::from([
+                    ("cpu".to_string(), args.cpu_limit),
+                    ("memory".to_string(), args.memory_limit),
+                ]),
             },
             extra_allowed_hosts: args.extra_allowed_hosts,
             ledger,
@@ -277,6 +305,11 @@ impl TryFrom<GatewayArgs> for GatewaySettings {
             pod_disruption_budget: args.pod_disruption_budget,
             image_pull_secrets,
             default_plugin_claim: args.default_plugin_claim,
+            listener: Listener { max_in_flight: args.max_in_flight, max_connections: args.max_connections },
+            public_url: None,
+            autoscaling: None,
+            pod_template: GatewayPodTemplate::default(),
+            network_policy_pods: Vec::new(),
         })
     }
 }
@@ -311,13 +344,4 @@ fn check_host(value: &str) -> Result<(), SettingsError> {
     } else {
         Err(fail())
     }
-}
-
-/// Kubernetes quantity: a decimal number with an optional binary or decimal suffix.
-fn is_quantity(value: &str) -> bool {
-    const SUFFIXES: [&str; 14] = ["", "n", "u", "m", "k", "M", "G", "T", "P", "E", "Ki", "Mi", "Gi", "Ti"];
-    let split = value.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(value.len());
-    let (number, suffix) = value.split_at(split);
-    let digits = number.chars().filter(char::is_ascii_digit).count();
-    digits > 0 && number.matches('.').count() <= 1 && (SUFFIXES.contains(&suffix) || suffix == "Pi" || suffix == "Ei")
 }

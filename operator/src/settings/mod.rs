@@ -13,6 +13,7 @@
 
 pub mod gateway;
 pub mod leader;
+mod shape;
 
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
@@ -22,7 +23,7 @@ use clap::Args;
 use memgate_crds::validation::destination::AllowedDestinations;
 use memgate_crds::validation::names::is_dns_label;
 
-pub use gateway::{GatewayArgs, GatewaySettings, LedgerSecret, Resources};
+pub use gateway::{GatewayArgs, GatewaySettings, LedgerSecret, Listener, Resources};
 pub use leader::{LeaderArgs, LeaderSettings};
 
 /// Flags of `memgate-operator run`.

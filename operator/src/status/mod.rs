@@ -11,6 +11,7 @@
 //! | `ResolvedRefs` | `ResolvedRefs` | `DialectNotFound`, `DialectNotAccepted`, `SecretNotPermitted`, `SecretKeyMissing`, `SecretValueInvalid`, `PluginClaimNotFound`; Unknown `NotChecked` |
 //! | `Ready` | `Ready` | `Disabled`, the Accepted/ResolvedRefs reason, `GatewayProgressing`, `GatewayNotReady` |
 
+pub mod gateway;
 pub mod write;
 
 use k8s_openapi::api::apps::v1::Deployment;

@@ -50,7 +50,7 @@ pub async fn install_crds(client: &Client) -> Result<()> {
             let ok = live.status?.conditions?.iter().any(|c| c.type_ == "Established" && c.status == "True");
             established += usize::from(ok);
         }
-        (established == 2).then_some(())
+        (established == memgate_crds::crd::all().len()).then_some(())
     })
     .await
 }
@@ -332,6 +332,10 @@ pub fn resource(kind: &str) -> ApiResource {
     match kind {
         "MemoryProvider" => ApiResource::erase::<MemoryProvider>(&()),
         "DialectPreset" => ApiResource::erase::<DialectPreset>(&()),
+        "MemoryGateway" => ApiResource::erase::<memgate_crds::MemoryGateway>(&()),
+        "HorizontalPodAutoscaler" => {
+            ApiResource::erase::<k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler>(&())
+        }
         "Secret" => ApiResource::erase::<Secret>(&()),
         "PersistentVolumeClaim" => ApiResource::erase::<PersistentVolumeClaim>(&()),
         "ConfigMap" => ApiResource::erase::<ConfigMap>(&()),
