@@ -245,7 +245,7 @@ impl Reason {
             ),
             Reason::SecretValueInvalid => row(
                 REFS_NOT_SERVED,
-                "the referenced key holds an unusable value (blank, a `${NAME}` placeholder, control characters)",
+                "the referenced key holds an unusable value (blank, a `${NAME}` placeholder, a documentation placeholder such as `REPLACE-ME-…`, `changeme` or `<…>`, control characters)",
                 Actor::PlatformTeam,
                 "store the real credential under that key",
             ),

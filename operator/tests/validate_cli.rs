@@ -33,7 +33,35 @@ fn yaml_files(dir: &Path) -> Vec<PathBuf> {
     out
 }
 
-/// `memgate-operator validate --standalone examples/` is the acceptance check of the examples: every
+/// A copy of `examples/` with every `REPLACE-ME-…` credential filled in, as the README asks before
+/// applying (the shipped files are refused until then: see the next test).
+fn filled_in_examples() -> tempfile::TempDir {
+    let copy = tempfile::tempdir().expect("tempdir");
+    let source = repo().join("examples");
+    for file in yaml_files(&source) {
+        let target = copy.path().join("examples").join(file.strip_prefix(&source).expect("below examples"));
+        std::fs::create_dir_all(target.parent().expect("a folder")).expect("folder");
+        let text = std::fs::read_to_string(&file).expect("readable").replace("REPLACE-ME-", "filled-in-");
+        std::fs::write(target, text).expect("written");
+    }
+    copy
+}
+
+/// The examples as shipped carry documentation placeholders where credentials go: validate refuses
+/// every one of them (and nothing else), naming the Secret and key, never the value.
+#[test]
+fn validate_refuses_the_placeholder_credentials_of_the_shipped_examples() {
+    let out = run(&["validate", "examples/platform"]);
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(lines.len() >= 5, "{text}");
+    assert!(lines.iter().all(|l| l.contains("the credential is a documentation placeholder")), "{text}");
+    assert!(!text.contains("REPLACE-ME-mem0"), "the value is never printed: {text}");
+}
+
+/// `memgate-operator validate --standalone examples/` (with the placeholders filled in) is the
+/// acceptance check of the examples: every
 /// folder (quickstart, cluster, oauth, gitops, platform) is valid on its own and together with the
 /// others (no name is declared twice), and the run checked every memgate document of every file.
 /// The cluster folders are valid as cluster objects too (loopback destinations refused); the
@@ -67,7 +95,10 @@ fn validate_examples_folder_exits_0_having_checked_every_document() {
             .count();
         assert!(text.starts_with('#'), "{}: must start with a comment saying what it is", file.display());
     }
-    let out = run(&["validate", "--standalone", "examples/"]);
+    let filled = filled_in_examples();
+    let examples = filled.path().join("examples");
+    let examples = examples.to_string_lossy();
+    let out = run(&["validate", "--standalone", &examples]);
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     assert_eq!(out.status.code(), Some(0), "{}{stderr}", stdout(&out));
     assert_eq!(stdout(&out), "");
@@ -84,7 +115,8 @@ fn validate_examples_folder_exits_0_having_checked_every_document() {
         ("examples/platform", false),
         ("examples/gateway", false),
     ] {
-        let out = if standalone { run(&["validate", "--standalone", folder]) } else { run(&["validate", folder]) };
+        let folder = filled.path().join(folder).to_string_lossy().into_owned();
+        let out = if standalone { run(&["validate", "--standalone", &folder]) } else { run(&["validate", &folder]) };
         assert_eq!((out.status.code(), stdout(&out)), (Some(0), String::new()), "{folder}");
     }
     let quickstart = run(&["validate", "examples/quickstart"]);

@@ -28,8 +28,9 @@ impl fmt::Debug for Credential {
 /// `spec.credentials.secretRef (Secret mem0-api, key api-key)`).
 ///
 /// Surrounding ASCII whitespace (a trailing newline from `--from-file`) is trimmed. Refused: invalid
-/// UTF-8, a blank value, a literal `${NAME}` placeholder, and control characters inside the value
-/// (which could split an HTTP header).
+/// UTF-8, a blank value, a literal `${NAME}` placeholder, a documentation placeholder left in place
+/// (`REPLACE-ME…`, `changeme`, `<…>`: see [`is_documentation_placeholder`]), and control characters
+/// inside the value (which could split an HTTP header).
 pub fn credential_value(field: &str, raw: &[u8]) -> Result<Credential, Violation> {
     let text = std::str::from_utf8(raw).map_err(|_| Violation::new(field, "the credential is not valid UTF-8"))?;
     let value = text.trim_matches(|c: char| c.is_ascii_whitespace());
@@ -42,10 +43,26 @@ pub fn credential_value(field: &str, raw: &[u8]) -> Result<Credential, Violation
             "the credential is an unexpanded ${NAME} placeholder; store the real value in the Secret",
         ));
     }
+    if is_documentation_placeholder(value) {
+        return Err(Violation::new(
+            field,
+            "the credential is a documentation placeholder (REPLACE-ME..., changeme or <...>); store the real value in the Secret",
+        ));
+    }
     if value.chars().any(char::is_control) {
         return Err(Violation::new(field, "the credential contains control characters"));
     }
     Ok(Credential(value.to_string()))
+}
+
+/// A value that documentation asks to replace: starts with `REPLACE-ME` or `REPLACE_ME`, is
+/// `changeme` (or `change-me`, `change_me`), any letter case, or is wrapped in `<` and `>`.
+pub fn is_documentation_placeholder(value: &str) -> bool {
+    let lower = value.to_ascii_lowercase();
+    lower.starts_with("replace-me")
+        || lower.starts_with("replace_me")
+        || matches!(lower.as_str(), "changeme" | "change-me" | "change_me")
+        || (value.len() > 2 && value.starts_with('<') && value.ends_with('>'))
 }
 
 #[cfg(test)]
@@ -64,6 +81,10 @@ mod tests {
         for (raw, needle) in [
             (&b"  \n"[..], "blank"),
             (b"${MEM0_API_KEY}", "placeholder"),
+            (b"REPLACE-ME-mem0-oss-api-key", "documentation placeholder"),
+            (b"replace_me", "documentation placeholder"),
+            (b"ChangeMe\n", "documentation placeholder"),
+            (b"<your Mem0 API key>", "documentation placeholder"),
             (b"abc\r\nX-Injected: 1", "control"),
             (b"\xff\xfe", "UTF-8"),
         ] {
@@ -72,6 +93,11 @@ mod tests {
             assert_eq!(err.field, F);
             assert!(!err.to_string().contains("MEM0_API_KEY"));
             assert!(!err.to_string().contains("Injected"));
+            assert!(!err.to_string().contains("mem0-oss-api-key") && !err.to_string().contains("your Mem0"));
+        }
+        // Real keys that merely contain such words stay usable.
+        for raw in [&b"m0-changeme-4f9a"[..], b"sk-replace-me-not", b"a<b>"] {
+            assert!(credential_value(F, raw).is_ok(), "{}", String::from_utf8_lossy(raw));
         }
     }
 
