@@ -227,7 +227,7 @@ fn default_values_render_the_operator_its_access_and_metrics_service() -> Result
         ("MEMGATE_GATEWAY_CPU_REQUEST", "50m"),
         ("MEMGATE_GATEWAY_MEMORY_REQUEST", "64Mi"),
         ("MEMGATE_GATEWAY_CPU_LIMIT", "1"),
-        ("MEMGATE_GATEWAY_MEMORY_LIMIT", "256Mi"),
+        ("MEMGATE_GATEWAY_MEMORY_LIMIT", "512Mi"),
         ("MEMGATE_GATEWAY_NETWORK_POLICY", "false"),
         ("MEMGATE_GATEWAY_POD_DISRUPTION_BUDGET", "true"),
         ("MEMGATE_GATEWAY_DEFAULT_PLUGIN_CLAIM", "nexent-memory-plugins"),
@@ -241,6 +241,8 @@ fn default_values_render_the_operator_its_access_and_metrics_service() -> Result
         "MEMGATE_WATCH_NAMESPACES",
         "MEMGATE_GATEWAY_IMAGE_PULL_SECRETS",
         "MEMGATE_GATEWAY_EXTRA_ALLOWED_HOSTS",
+        "MEMGATE_GATEWAY_MAX_IN_FLIGHT",
+        "MEMGATE_GATEWAY_MAX_CONNECTIONS",
         "MEMGATE_GATEWAY_LEDGER_SECRET",
         "MEMGATE_GATEWAY_LEDGER_SECRET_KEY",
         "MEMGATE_GATEWAY_NETWORK_POLICY_ALLOWED_NAMESPACES",
@@ -330,6 +332,8 @@ fn every_toggle_flipped_reaches_the_operator_environment_and_objects() -> Result
         ("MEMGATE_GATEWAY_MEMORY_REQUEST", "96Mi"),
         ("MEMGATE_GATEWAY_CPU_LIMIT", "1500m"),
         ("MEMGATE_GATEWAY_MEMORY_LIMIT", "1Gi"),
+        ("MEMGATE_GATEWAY_MAX_IN_FLIGHT", "1024"),
+        ("MEMGATE_GATEWAY_MAX_CONNECTIONS", "4096"),
         ("MEMGATE_GATEWAY_EXTRA_ALLOWED_HOSTS", "memory.example.com,gw.internal:8443"),
         ("MEMGATE_GATEWAY_LEDGER_SECRET", "memgate-ledger"),
         ("MEMGATE_GATEWAY_LEDGER_SECRET_KEY", "redis-url"),
@@ -398,6 +402,10 @@ fn wrong_values_are_refused_by_the_schema_naming_the_field() -> Result<()> {
         (("gateway.networkPolicy.enabled", "yes"), "/gateway/networkPolicy/enabled"),
         (("killSwitches.searchEnabled", "off"), "/killSwitches/searchEnabled"),
         (("gateway.podDisruptionBudget.minAvailable", "1"), "'minAvailable' not allowed"),
+        // Helm would hand the operator 1.34217728e+08, which is no quantity: strings only.
+        (("gateway.resources.limits.memory", "134217728"), "/gateway/resources/limits/memory"),
+        (("gateway.extraAllowedHosts[0]", "*.example.com"), "/gateway/extraAllowedHosts/0"),
+        (("gateway.listener.maxInFlight", "0"), "/gateway/listener/maxInFlight"),
     ] {
         let message = refusal(&[set])?;
         assert!(message.contains("values don't meet the specifications of the schema"), "{set:?}: {message}");
@@ -527,7 +535,7 @@ async fn default_rendering_applies_to_a_real_api_server() -> Result<()> {
     let namespace = control_plane.new_namespace("memgate-system").await?;
     let text = helm()?.template(&chart(), RELEASE, &namespace, &[], &[], true)?;
     let objects = split_manifest(&text)?;
-    assert_eq!(objects.len(), 12, "2 CRDs + 10 objects: {:?}", objects.iter().map(describe).collect::<Vec<_>>());
+    assert_eq!(objects.len(), 13, "3 CRDs + 10 objects: {:?}", objects.iter().map(describe).collect::<Vec<_>>());
 
     let dry = apply_manifest(&client, &objects, "memgate-e2e-helm", true).await?;
     assert_eq!(dry.len(), objects.len());
@@ -563,7 +571,7 @@ async fn default_rendering_applies_to_a_real_api_server() -> Result<()> {
 
     // The CRDs are served, and the provider NOTES.txt suggests is admitted by them (CEL included).
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    for name in ["dialectpresets.memgate.io", "memoryproviders.memgate.io"] {
+    for name in ["dialectpresets.memgate.io", "memoryproviders.memgate.io", "memorygateways.memgate.io"] {
         let mut established = false;
         for _ in 0..100 {
             let crd = crds.get(name).await?;
@@ -609,6 +617,30 @@ async fn default_rendering_applies_to_a_real_api_server() -> Result<()> {
         let allowed = answer.status.is_some_and(|s| s.allowed);
         let expected = !(resource == "leases" && in_namespace == Some("agents"));
         assert_eq!(allowed, expected, "{verb} {group}/{resource} in {in_namespace:?} for {user}");
+    }
+    Ok(())
+}
+
+/// Helm allows release names of 53 characters: every name the chart gives an object, and every label
+/// value, stays a valid DNS label / label value (63 characters at most) with one, in both value sets.
+#[test]
+fn every_name_and_label_fits_63_characters_with_a_53_character_release_name() -> Result<()> {
+    let release = "a-fifty-three-character-release-name-for-the-platform";
+    ensure!(release.len() == 53);
+    for values in [vec![], vec![all_toggles()]] {
+        let files: Vec<&Path> = values.iter().map(PathBuf::as_path).collect();
+        let text = helm()?.template(&chart(), release, NAMESPACE, &files, &[], false)?;
+        let objects = split_manifest(&text)?;
+        ensure!(objects.len() > 5, "the chart rendered: {}", objects.len());
+        for object in &objects {
+            let name = object["metadata"]["name"].as_str().context("a name")?;
+            ensure!(name.len() <= 63, "{} is {} characters", describe(object), name.len());
+            ensure!(!name.ends_with('-'), "{} ends with '-'", describe(object));
+            for (key, value) in object["metadata"]["labels"].as_object().into_iter().flatten() {
+                let value = value.as_str().unwrap_or_default();
+                ensure!(value.len() <= 63, "{}: label {key}={value} is too long", describe(object));
+            }
+        }
     }
     Ok(())
 }

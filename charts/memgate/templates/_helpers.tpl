@@ -7,18 +7,19 @@ Chart name, overridable with nameOverride (63 characters at most: a label value)
 
 {{/*
 Prefix of every object name: fullnameOverride, else the release name when it already contains the
-chart name, else <release>-<chart>. Kept to 47 characters so that "<prefix>-operator-leader-election"
-and "<prefix>-operator-metrics" stay valid names.
+chart name, else <release>-<chart>. Kept to 38 characters so that the longest name,
+"<prefix>-operator-leader-election" (25 more), stays within the 63 characters of a label value
+and a DNS label, even for a 53-character release name (Helm's longest).
 */}}
 {{- define "memgate.fullname" -}}
 {{- if .Values.fullnameOverride }}
-{{- .Values.fullnameOverride | trunc 47 | trimSuffix "-" }}
+{{- .Values.fullnameOverride | trunc 38 | trimSuffix "-" }}
 {{- else }}
 {{- $name := default .Chart.Name .Values.nameOverride }}
 {{- if contains $name .Release.Name }}
-{{- .Release.Name | trunc 47 | trimSuffix "-" }}
+{{- .Release.Name | trunc 38 | trimSuffix "-" }}
 {{- else }}
-{{- printf "%s-%s" .Release.Name $name | trunc 47 | trimSuffix "-" }}
+{{- printf "%s-%s" .Release.Name $name | trunc 38 | trimSuffix "-" }}
 {{- end }}
 {{- end }}
 {{- end }}
