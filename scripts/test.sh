@@ -6,7 +6,8 @@
 #  1. provides kube-apiserver + etcd for the real-control-plane tests, Jaeger for the trace export
 #     test, and the real kubectl and kstatus (e2e/kube-tools: `kubectl auth can-i --list`, `kubectl
 #     wait`, cli-utils' kstatus verdicts), each built once from Go modules and cached (see
-#     e2e/control-plane/README.md, e2e/trace-backend/provide.sh, e2e/kube-tools/README.md);
+#     e2e/control-plane/README.md, e2e/trace-backend/provide.sh, e2e/kube-tools/README.md), and the
+#     prometheus-operator CRDs with promtool's rule checks (e2e/prometheus-tools/README.md);
 #  2. builds the release binaries exactly as the Dockerfile does (scripts/build-release.sh), provides
 #     Helm (e2e/helm/provide.sh) and the Python venvs of the end-to-end test, then runs every Rust test
 #     of the workspace (unit, contract, real API server, real gateway processes, the chart checks, the
@@ -35,6 +36,8 @@ echo "== helm" >&2
 MEMGATE_HELM=$(e2e/helm/provide.sh | tail -n 1); export MEMGATE_HELM
 echo "== kubectl and kstatus" >&2
 MEMGATE_KUBE_TOOLS=$(e2e/kube-tools/provide.sh | tail -n 1); export MEMGATE_KUBE_TOOLS
+echo "== prometheus-operator CRDs and promtool's rule checks" >&2
+MEMGATE_PROMETHEUS_TOOLS=$(e2e/prometheus-tools/provide.sh | tail -n 1); export MEMGATE_PROMETHEUS_TOOLS
 
 echo "== release build (the container image's binaries, checked by e2e/tests/container_image.rs)" >&2
 ./scripts/build-release.sh

@@ -279,11 +279,14 @@ fn every_toggle_flipped_reaches_the_operator_environment_and_objects() -> Result
         "Service/memgate-system/platform-memgate-operator-metrics",
         "Deployment/memgate-system/platform-memgate-operator",
         "ServiceMonitor/memgate-system/platform-memgate-operator",
+        "PodMonitor/memgate-system/platform-memgate-gateways",
+        "PrometheusRule/memgate-system/platform-memgate-alerts",
+        "ConfigMap/memgate-system/platform-memgate-dashboard",
     ]
     .into_iter()
     .map(String::from)
     .collect();
-    assert_eq!(kinds_and_names(&objects), expected, "fullnameOverride names everything; the ServiceMonitor is on");
+    assert_eq!(kinds_and_names(&objects), expected, "fullnameOverride names everything; the monitoring objects are on");
 
     let name = "platform-memgate-operator";
     let deployment = find(&objects, "Deployment", name)?;

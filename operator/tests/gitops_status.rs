@@ -246,8 +246,11 @@ async fn gitops_tools_tell_done_failed_and_waiting_apart_for_every_reason() -> R
     // namespace without providers. `gateway` sorts first, so it wins even within the same second.
     let gateways = [(&main, "gateway"), (&main, "gateway-second"), (&idle, "gateway-idle")];
     for (ns, name) in gateways {
-        apply(&admin, json!({"apiVersion": "memgate.io/v1alpha1", "kind": "MemoryGateway",
-            "metadata": {"name": name, "namespace": ns}, "spec": {"logLevel": "info"}}))
+        apply(
+            &admin,
+            json!({"apiVersion": "memgate.io/v1alpha1", "kind": "MemoryGateway",
+            "metadata": {"name": name, "namespace": ns}, "spec": {"logLevel": "info"}}),
+        )
         .await?;
     }
     let expected = committed()?;
