@@ -647,3 +647,17 @@ fn every_name_and_label_fits_63_characters_with_a_53_character_release_name() ->
     }
     Ok(())
 }
+
+/// `image.digest` pins both the operator and (unless `gateway.image` is set) the gateways.
+#[test]
+fn an_image_digest_pins_the_operator_and_the_gateways() -> Result<()> {
+    let digest = format!("sha256:{}", "ab".repeat(32));
+    let objects = render(&[], &[("image.repository", "registry.example/memgate"), ("image.digest", &digest)])?;
+    let container = operator_container(&objects, "memgate-operator")?;
+    let pinned = format!("registry.example/memgate@{digest}");
+    assert_eq!(container["image"], json!(pinned));
+    assert_eq!(env_str(&env_of(&container)?, "MEMGATE_GATEWAY_IMAGE")?, pinned);
+    let message = refusal(&[("image.digest", "latest")])?;
+    assert!(message.contains("/image/digest"), "{message}");
+    Ok(())
+}

@@ -67,10 +67,15 @@ app.kubernetes.io/part-of: memgate
 {{- end }}
 
 {{/*
-Operator image: repository:tag, the tag defaulting to the chart's appVersion.
+Operator image: repository@digest when image.digest is set (pinned, immutable), else repository:tag,
+the tag defaulting to the chart's appVersion.
 */}}
 {{- define "memgate.image" -}}
+{{- if .Values.image.digest }}
+{{- printf "%s@%s" .Values.image.repository .Values.image.digest }}
+{{- else }}
 {{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
+{{- end }}
 {{- end }}
 
 {{/*
@@ -78,9 +83,13 @@ Gateway image: the operator's image unless gateway.image says otherwise (one ima
 binaries).
 */}}
 {{- define "memgate.gatewayImage" -}}
+{{- if or .Values.gateway.image.repository .Values.gateway.image.tag }}
 {{- $repository := default .Values.image.repository .Values.gateway.image.repository }}
 {{- $tag := default (default .Chart.AppVersion .Values.image.tag) .Values.gateway.image.tag }}
 {{- printf "%s:%s" $repository $tag }}
+{{- else }}
+{{- include "memgate.image" . }}
+{{- end }}
 {{- end }}
 
 {{/*
