@@ -661,3 +661,18 @@ fn an_image_digest_pins_the_operator_and_the_gateways() -> Result<()> {
     assert!(message.contains("/image/digest"), "{message}");
     Ok(())
 }
+
+/// `operator.serviceAccount.create: false` uses an existing ServiceAccount: none is rendered, and the
+/// pods and every binding name the given one.
+#[test]
+fn an_existing_service_account_is_used_when_the_chart_creates_none() -> Result<()> {
+    let objects =
+        render(&[], &[("operator.serviceAccount.create", "false"), ("operator.serviceAccount.name", "platform-sa")])?;
+    assert!(!objects.iter().any(|o| o["kind"] == "ServiceAccount"), "no ServiceAccount rendered");
+    let deployment = find(&objects, "Deployment", "memgate-operator")?;
+    assert_eq!(deployment["spec"]["template"]["spec"]["serviceAccountName"], "platform-sa");
+    for binding in objects.iter().filter(|o| o["kind"] == "ClusterRoleBinding" || o["kind"] == "RoleBinding") {
+        assert_eq!(binding["subjects"][0]["name"], "platform-sa", "{}", describe(binding));
+    }
+    Ok(())
+}

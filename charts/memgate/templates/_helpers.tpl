@@ -32,10 +32,11 @@ Name of the operator's Deployment, ServiceAccount, ClusterRole, ClusterRoleBindi
 {{- end }}
 
 {{/*
-The operator's ServiceAccount, which its bindings name.
+The operator's ServiceAccount, which its bindings name: operator.serviceAccount.name, else the
+operator's name. With operator.serviceAccount.create false it must already exist.
 */}}
 {{- define "memgate.serviceAccountName" -}}
-{{- include "memgate.operatorName" . }}
+{{- default (include "memgate.operatorName" .) .Values.operator.serviceAccount.name }}
 {{- end }}
 
 {{/*
