@@ -1,8 +1,9 @@
 //! The chart's life on a real API server, with the real Helm (`helm install`, `upgrade`,
 //! `uninstall` talking to the test control plane; `MEMGATE_HELM`):
 //!
-//! 1. `helm install` of the previous chart version: the chart as of commit [`PREVIOUS_CHART`] (before
-//!    MemoryGateway), taken from this repository's history; a MemoryProvider applied under it.
+//! 1. `helm install` of the previous chart version: `e2e/testdata/memgate-chart-previous.tgz`, the
+//!    package (`helm package`) of `charts/memgate` as of commit a0fafc0, before MemoryGateway, as a
+//!    release would have published it; a MemoryProvider applied under it.
 //! 2. The upgrade as the README says: the new CRDs applied server-side first (Helm never upgrades
 //!    `crds/`), then `helm upgrade --reset-then-reuse-values` of the current chart. The provider
 //!    written before is kept as written, the new CRD (MemoryGateway) is served, and the upgraded
@@ -32,29 +33,11 @@ use platform_support::kubelet::Pod;
 use platform_support::{eventually, http, service_account_kubeconfig};
 use serde_json::json;
 
-/// The last commit whose chart is the previous version (before the MemoryGateway CRD and rights).
-const PREVIOUS_CHART: &str = "a0fafc0";
 const RELEASE: &str = "memgate";
 const MANAGER: &str = "memgate-e2e-lifecycle";
 
 fn repo(path: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(path)
-}
-
-/// The chart of [`PREVIOUS_CHART`], extracted from git into `dir`.
-fn previous_chart(dir: &Path) -> Result<PathBuf> {
-    let archive = Command::new("git")
-        .arg("-C")
-        .arg(repo(""))
-        .args(["archive", "--format=tar", PREVIOUS_CHART, "charts/memgate"])
-        .output()
-        .context("running git archive (the test needs the repository's history)")?;
-    ensure!(archive.status.success(), "git archive {PREVIOUS_CHART}: {}", String::from_utf8_lossy(&archive.stderr));
-    let tar = dir.join("previous.tar");
-    std::fs::write(&tar, &archive.stdout)?;
-    let untar = Command::new("tar").arg("-xf").arg(&tar).arg("-C").arg(dir).status()?;
-    ensure!(untar.success(), "tar -xf {}", tar.display());
-    Ok(dir.join("charts/memgate"))
 }
 
 /// Run the real helm against the control plane; its stdout.
@@ -121,7 +104,7 @@ async fn the_previous_chart_upgrades_in_place_and_uninstall_leaves_only_the_crds
     let agents = cp.new_namespace("lifecycle-agents").await?;
 
     // 1. The previous version, installed by Helm, and a provider under it.
-    let previous = previous_chart(work.path())?;
+    let previous = repo("e2e/testdata/memgate-chart-previous.tgz");
     let previous = previous.to_string_lossy();
     helm_run(&cp, &["install", RELEASE, &previous, "--namespace", system, "--create-namespace"])?;
     let crds: Api<CustomResourceDefinition> = Api::all(admin.clone());
