@@ -56,8 +56,8 @@ fn metric_names(text: &str) -> BTreeSet<String> {
 }
 
 #[tokio::test]
-async fn monitoring_objects_apply_against_the_prometheus_operator_crds_and_the_rules_pass_promtool_checks()
--> Result<()> {
+async fn monitoring_objects_apply_against_the_prometheus_operator_crds_and_the_rules_pass_promtool_checks() -> Result<()>
+{
     let tools = tools()?;
     let cp = ControlPlane::shared().await?;
     let admin = cp.client()?;
