@@ -149,6 +149,8 @@ fn default_values_render_the_operator_its_access_and_metrics_service() -> Result
         "RoleBinding/memgate-system/memgate-operator-leader-election",
         "Service/memgate-system/memgate-operator-metrics",
         "Deployment/memgate-system/memgate-operator",
+        // Two replicas: a drain never takes both.
+        "PodDisruptionBudget/memgate-system/memgate-operator",
     ]
     .into_iter()
     .map(String::from)
@@ -300,6 +302,7 @@ fn every_toggle_flipped_reaches_the_operator_environment_and_objects() -> Result
     assert_eq!(spec["nodeSelector"], json!({"kubernetes.io/os": "linux"}));
     assert_eq!(spec["tolerations"][0]["key"], "dedicated");
     assert!(spec["affinity"]["nodeAffinity"].is_object());
+    assert_eq!(spec["topologySpreadConstraints"][0]["topologyKey"], "kubernetes.io/hostname");
     let service_account = find(&objects, "ServiceAccount", name)?;
     assert_eq!(service_account["metadata"]["annotations"], json!({"example.com/role": "memgate"}));
 
@@ -538,7 +541,7 @@ async fn default_rendering_applies_to_a_real_api_server() -> Result<()> {
     let namespace = control_plane.new_namespace("memgate-system").await?;
     let text = helm()?.template(&chart(), RELEASE, &namespace, &[], &[], true)?;
     let objects = split_manifest(&text)?;
-    assert_eq!(objects.len(), 13, "3 CRDs + 10 objects: {:?}", objects.iter().map(describe).collect::<Vec<_>>());
+    assert_eq!(objects.len(), 14, "3 CRDs + 11 objects: {:?}", objects.iter().map(describe).collect::<Vec<_>>());
 
     let dry = apply_manifest(&client, &objects, "memgate-e2e-helm", true).await?;
     assert_eq!(dry.len(), objects.len());
