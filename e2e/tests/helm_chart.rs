@@ -679,3 +679,45 @@ fn an_existing_service_account_is_used_when_the_chart_creates_none() -> Result<(
     }
     Ok(())
 }
+
+/// What the operator refuses at start, the schema refuses at `helm install`: each value below is
+/// refused by both (the operator's flag parsed and validated as `memgate-operator run` does), so
+/// no chart value turns into an operator crash loop.
+#[test]
+fn the_schema_refuses_what_the_operator_refuses() -> Result<()> {
+    use clap::Parser;
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        run: memgate_operator::settings::RunArgs,
+    }
+    let operator_refuses = |flag: &str, value: &str| -> bool {
+        match Cli::try_parse_from(["memgate-operator", flag, value]) {
+            Err(_) => true,
+            Ok(cli) => memgate_operator::settings::Settings::try_from(cli.run).is_err(),
+        }
+    };
+    for (value, bad, flag) in [
+        ("gateway.resources.limits.memory", "134217728", "--gateway-memory-limit"),
+        ("gateway.resources.limits.cpu", "lots", "--gateway-cpu-limit"),
+        ("gateway.logLevel", "info;rm", "--gateway-log-level"),
+        ("gateway.replicas", "21", "--gateway-replicas"),
+        ("gateway.extraAllowedHosts[0]", "*.example.com", "--gateway-extra-allowed-host"),
+        ("gateway.extraAllowedHosts[0]", "user@host", "--gateway-extra-allowed-host"),
+        ("gateway.networkPolicy.allowedNamespaces[0]", "Team_A", "--gateway-network-policy-allowed-namespace"),
+        ("gateway.ledger.secretName", "Not_A_Name", "--gateway-ledger-secret"),
+        ("gateway.defaultPluginClaim", "UPPER", "--gateway-default-plugin-claim"),
+        ("gateway.listener.maxInFlight", "0", "--gateway-max-in-flight"),
+        ("gateway.listener.maxConnections", "2000000", "--gateway-max-connections"),
+        ("operator.watchNamespaces[0]", "Team_A", "--watch-namespaces"),
+        ("allowedOrigins[0]", "https://mem0.example.com/path", "--allowed-upstream-origin"),
+    ] {
+        let message = refusal(&[(value, bad)])?;
+        let field = format!("/{}", value.replace('.', "/").replace('[', "/").replace(']', ""));
+        assert!(message.contains(&field), "{value}={bad}: the schema should refuse it naming {field}: {message}");
+        // Helm hands a number to the operator as its shortest float text (1.34217728e+08).
+        let as_operator_sees_it = if bad == "134217728" { "1.34217728e+08" } else { bad };
+        assert!(operator_refuses(flag, as_operator_sees_it), "{flag} {as_operator_sees_it}: the operator accepts it");
+    }
+    Ok(())
+}
