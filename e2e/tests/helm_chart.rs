@@ -713,7 +713,7 @@ fn the_schema_refuses_what_the_operator_refuses() -> Result<()> {
         ("allowedOrigins[0]", "https://mem0.example.com/path", "--allowed-upstream-origin"),
     ] {
         let message = refusal(&[(value, bad)])?;
-        let field = format!("/{}", value.replace('.', "/").replace('[', "/").replace(']', ""));
+        let field = format!("/{}", value.replace(['.', '['], "/").replace(']', ""));
         assert!(message.contains(&field), "{value}={bad}: the schema should refuse it naming {field}: {message}");
         // Helm hands a number to the operator as its shortest float text (1.34217728e+08).
         let as_operator_sees_it = if bad == "134217728" { "1.34217728e+08" } else { bad };
