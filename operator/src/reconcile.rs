@@ -130,10 +130,10 @@ fn now() -> Time {
 async fn reconcile_namespace(ctx: &Context, namespace: &str) -> Result<(), ReconcileError> {
     let view = read_index(ctx).namespace(namespace);
     let writer = writer(ctx, &view);
-    let (gateway_verdicts, shaped_settings) = shape(&view, &ctx.settings.gateway);
     if view.providers.is_empty() {
         // The last provider of the namespace is gone: delete every gateway object still there.
         execute(&writer, None, &plan(None, &view.owned)).await?;
+        let (gateway_verdicts, shaped_settings) = shape(&view, &ctx.settings.gateway);
         let urls = gateway_urls(&view.namespace, &shaped_settings);
         return write_gateway_statuses(ctx, &view, &gateway_verdicts, &Shaped::Idle, &urls).await;
     }
@@ -146,7 +146,7 @@ async fn reconcile_namespace(ctx: &Context, namespace: &str) -> Result<(), Recon
 
     // Validate and render (pure), then apply.
     let decision = decide(&view, &secrets, &ctx.settings)?;
-    let urls = gateway_urls(&view.namespace, &shaped_settings);
+    let (gateway_verdicts, urls) = (&decision.gateway_verdicts, &decision.urls);
     let written = match execute(&writer, Some(&decision.gateway), &decision.steps).await {
         Ok(written) => written,
         Err(error) => {
@@ -156,7 +156,7 @@ async fn reconcile_namespace(ctx: &Context, namespace: &str) -> Result<(), Recon
             for (provider, desired) in status::provider_writes(&view.providers, &decision.verdicts, &state, &now()) {
                 let _ = write_provider_status(ctx, provider, desired).await;
             }
-            let _ = write_gateway_statuses(ctx, &view, &gateway_verdicts, &Shaped::Running(&state), &urls).await;
+            let _ = write_gateway_statuses(ctx, &view, gateway_verdicts, &Shaped::Running(&state), urls).await;
             return Err(error.into());
         }
     };
@@ -178,7 +178,7 @@ async fn reconcile_namespace(ctx: &Context, namespace: &str) -> Result<(), Recon
             first_error.get_or_insert(error);
         }
     }
-    if let Err(error) = write_gateway_statuses(ctx, &view, &gateway_verdicts, &Shaped::Running(&state), &urls).await {
+    if let Err(error) = write_gateway_statuses(ctx, &view, gateway_verdicts, &Shaped::Running(&state), urls).await {
         first_error.get_or_insert(error);
     }
     first_error.map_or(Ok(()), Err)
@@ -279,13 +279,17 @@ pub struct Decision {
     pub gateway: Gateway,
     /// The writes, in order.
     pub steps: Vec<Step>,
+    /// The verdict on each MemoryGateway of the namespace, oldest first.
+    pub gateway_verdicts: Vec<GatewayVerdict>,
+    /// The gateway's public and in-cluster URLs (its MemoryGateways' status).
+    pub urls: GatewayUrls,
 }
 
 /// Validate every provider of `view`, render the gateway of those served and plan the writes
 /// against the live objects. Pure.
 pub fn decide(view: &NamespaceView, secrets: &SecretVerdicts, settings: &Settings) -> Result<Decision, RenderError> {
     let allowed = &settings.allowed_destinations;
-    let (_, shaped) = shape(view, &settings.gateway);
+    let (gateway_verdicts, shaped) = shape(view, &settings.gateway);
     let settings = &shaped;
     let ledger_available = settings
         .ledger
@@ -309,7 +313,8 @@ pub fn decide(view: &NamespaceView, secrets: &SecretVerdicts, settings: &Setting
     };
     let gateway = render::render(&input, settings)?;
     let steps = plan(Some(&gateway.kinds()), &view.owned);
-    Ok(Decision { verdicts, gateway, steps })
+    let urls = gateway_urls(&view.namespace, settings);
+    Ok(Decision { verdicts, gateway, steps, gateway_verdicts, urls })
 }
 
 /// Carry out `steps` in order through `target`, stopping at the first failure; returns the
