@@ -17,8 +17,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result, ensure};
 use k8s_openapi::api::apps::v1::Deployment;
 use memgate_e2e::{self as helm, ControlPlane, Helm};
-use platform_support::kubelet::Pod;
-use platform_support::{eventually, http, service_account_kubeconfig};
+use platform_support::{eventually, run_operator_pod};
 use serde_json::json;
 
 const MANAGER: &str = "memgate-e2e-access";
@@ -77,15 +76,7 @@ async fn mode(cp: &ControlPlane, admin: &kube::Client, release: &str, restricted
         serde_json::from_value(objects.iter().find(|o| o["kind"] == "Deployment").context("Deployment")?.clone())?;
     let spec = deployment.spec.template.spec.context("pod spec")?;
     let account = spec.service_account_name.clone().context("serviceAccountName")?;
-    let kubeconfig = service_account_kubeconfig(cp, admin, &system, &account, work.path()).await?;
-    let pod = Pod::new(admin, &system, "operator-0", spec, &work.path().join("operator"), &work.path().join("claims"))?;
-    let running = pod.start(&[("KUBECONFIG".into(), kubeconfig.display().to_string())]).await?;
-    let address = format!("{}:8081", pod.ip);
-    eventually("the operator's /readyz", || async {
-        (http(&address, "GET", "/readyz", &[], "").await.ok()?.0 == 200).then_some(())
-    })
-    .await
-    .with_context(|| std::fs::read_to_string(&running[0].log).unwrap_or_default())?;
+    let (_pod, running) = run_operator_pod(cp, admin, &system, spec, work.path()).await?;
 
     let secret = json!({"apiVersion": "v1", "kind": "Secret",
         "metadata": {"name": "mem0-api", "namespace": agents, "labels": {"memgate.io/credential": "true"}},

@@ -29,8 +29,7 @@ use kube::api::{ApiResource, DynamicObject, ListParams, Patch, PatchParams};
 use kube::{Api, Client};
 use memgate_crds::MemoryProvider;
 use memgate_e2e::{self as helm, ControlPlane, Helm};
-use platform_support::kubelet::Pod;
-use platform_support::{eventually, http, service_account_kubeconfig};
+use platform_support::{eventually, run_operator_pod};
 use serde_json::json;
 
 const RELEASE: &str = "memgate";
@@ -142,17 +141,8 @@ async fn the_previous_chart_upgrades_in_place_and_uninstall_leaves_only_the_crds
     // The upgraded release's operator serves it.
     let deployment: Deployment = Api::namespaced(admin.clone(), system).get("memgate-operator").await?;
     let spec = deployment.spec.template.spec.context("operator pod spec")?;
-    let account = spec.service_account_name.clone().context("serviceAccountName")?;
-    let kubeconfig = service_account_kubeconfig(&cp, &admin, system, &account, work.path()).await?;
-    let pod = Pod::new(&admin, system, "operator-0", spec, &work.path().join("operator"), &work.path().join("claims"))?;
-    let running = pod.start(&[("KUBECONFIG".into(), kubeconfig.display().to_string())]).await?;
-    let address = format!("{}:8081", pod.ip);
+    let (_pod, running) = run_operator_pod(&cp, &admin, system, spec, work.path()).await?;
     let log = || std::fs::read_to_string(&running[0].log).unwrap_or_default();
-    eventually("the upgraded operator's /readyz", || async {
-        (http(&address, "GET", "/readyz", &[], "").await.ok()?.0 == 200).then_some(())
-    })
-    .await
-    .with_context(log)?;
     eventually("the provider Ready under the upgraded release", || async {
         let gateways: Api<Deployment> = Api::namespaced(admin.clone(), &agents);
         let gateway = gateways.get_opt("memgate-gateway").await.ok()??;

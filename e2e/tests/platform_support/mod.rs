@@ -123,3 +123,27 @@ pub async fn tenant(python: &Path, script: &str, args: &[&str], env: &[(&str, &s
     let line = stdout.lines().last().context("a JSON line")?;
     serde_json::from_str(line).with_context(|| format!("{script} printed {line}"))
 }
+
+/// The chart's operator pod: `spec` (its Deployment's pod template) run by the kubelet stand-in in
+/// `namespace` as its own ServiceAccount (so exactly the chart's RBAC), once its `/readyz` on the
+/// metrics port 8081 answers 200. Files go under `work`.
+pub async fn run_operator_pod(
+    cp: &ControlPlane,
+    admin: &kube::Client,
+    namespace: &str,
+    spec: k8s_openapi::api::core::v1::PodSpec,
+    work: &Path,
+) -> Result<(kubelet::Pod, Vec<kubelet::Running>)> {
+    use anyhow::Context as _;
+    let account = spec.service_account_name.clone().context("serviceAccountName")?;
+    let kubeconfig = service_account_kubeconfig(cp, admin, namespace, &account, work).await?;
+    let pod = kubelet::Pod::new(admin, namespace, "operator-0", spec, &work.join("operator"), &work.join("claims"))?;
+    let running = pod.start(&[("KUBECONFIG".into(), kubeconfig.display().to_string())]).await?;
+    let address = format!("{}:8081", pod.ip);
+    eventually("the operator's /readyz", || async {
+        (http(&address, "GET", "/readyz", &[], "").await.ok()?.0 == 200).then_some(())
+    })
+    .await
+    .with_context(|| std::fs::read_to_string(&running[0].log).unwrap_or_default())?;
+    Ok((pod, running))
+}
