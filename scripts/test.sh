@@ -23,6 +23,9 @@
 #     MEMGATE_FUZZ=0 skips this step (and its provisioning) and says so.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Disk: incremental caches of a whole-suite build are several GiB and only pay off in an edit loop;
+# the suite builds without them unless the caller asks otherwise.
+export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
 
 echo "== provision" >&2
 bash scripts/lib/provision.sh
@@ -76,3 +79,5 @@ else
   echo "== fuzz (each target ${MEMGATE_FUZZ_SECONDS:-20} s)" >&2
   bash fuzz/run.sh
 fi
+
+echo "== disk: the workspace target directory holds $(du -sh target 2>/dev/null | cut -f1)" >&2
