@@ -17,6 +17,7 @@
 //! - [`listener`]: accepting connections with every resource bounded, and draining on shutdown.
 //! - [`metrics`] and [`telemetry`]: Prometheus metrics, JSON logs and spans.
 
+pub mod audit;
 pub mod auth;
 pub mod config;
 pub mod dev_upstream;

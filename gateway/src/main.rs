@@ -131,6 +131,24 @@ async fn dev_upstream(args: DevUpstreamArgs) -> Result<()> {
     }
 }
 
+/// `state` auditing as `--audit-log` asks (unchanged without it).
+fn with_audit(state: AppState, args: &ServeArgs) -> Result<AppState> {
+    use memgate_gateway::audit::{AuditLog, Auditor, DigestKey};
+    let Some(destination) = &args.audit.audit_log else { return Ok(state) };
+    let key = match &args.audit.audit_query_digest_key_file {
+        Some(path) => {
+            let raw = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+            Some(DigestKey::new(&raw).map_err(|err| anyhow::anyhow!("--audit-query-digest-key-file: {err}"))?)
+        }
+        None => None,
+    };
+    let log = AuditLog::start(destination, args.audit.audit_queue_events, state.metrics().audit_counters())
+        .context("opening the audit log")?;
+    tracing::info!(query_digest = key.is_some(), "audit events on");
+    let gateway = args.gateway_id.as_ref().map(ToString::to_string);
+    Ok(state.with_auditor(Auditor::new(log, key, gateway)))
+}
+
 async fn serve(args: ServeArgs) -> Result<()> {
     let limits =
         ReadLimits { max_file_bytes: args.config_max_file_bytes, max_total_bytes: args.config_max_total_bytes };
@@ -172,7 +190,8 @@ async fn serve(args: ServeArgs) -> Result<()> {
         }
     };
     tracing::info!(ledger = if args.ledger.is_some() { "redis" } else { "memory" }, "ingest ledger");
-    let state = Arc::new(AppState::new(Arc::clone(&handle), engine, auth, settings).with_ledger(ledger));
+    let state = AppState::new(Arc::clone(&handle), engine, auth, settings).with_ledger(ledger);
+    let state = Arc::new(with_audit(state, &args)?);
 
     let interval = Duration::from_millis(args.reload_interval_ms);
     let watcher = tokio::spawn(watch(handle, args.config.clone(), interval, limits));

@@ -11,6 +11,8 @@
 //! | `memgate_gateway_search_results` | histogram | successful searches: items returned |
 //! | `memgate_gateway_ingest_units_total` | counter | completed ingests: units by status (`outcome` = `accepted` / `rejected` / `degraded`) |
 //! | `memgate_gateway_auth_checks_total` | counter | every caller check: `operation` = the method (`anonymous`, `bearer_token`, `service_account`, `oidc`, `none`), `outcome` = `accepted` / `refused`, `error_code` = the fixed reason of a refusal (e.g. `expired`, `audience`, `insufficient_scope`) |
+//! | `memgate_gateway_audit_events_total` | counter | audit events written (no labels; only with `--audit-log`) |
+//! | `memgate_gateway_audit_events_dropped_total` | counter | audit events dropped: queue full or write failed (no labels) |
 //! | `memgate_gateway_runtime_alive_tasks` | gauge | tokio tasks alive in the gateway's runtime, read at scrape time (no labels) |
 
 use std::time::Duration;
@@ -122,6 +124,7 @@ pub struct Metrics {
     units: Family<Labels, Counter>,
     auth_checks: AuthChecks,
     alive_tasks: Gauge,
+    audit: crate::audit::AuditCounters,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -170,7 +173,19 @@ impl Metrics {
             "Tokio tasks alive in the gateway's runtime, read at scrape time",
             alive_tasks.clone(),
         );
-        Metrics { registry, requests, duration, results, units, auth_checks, alive_tasks }
+        let audit = crate::audit::AuditCounters::default();
+        registry.register("memgate_gateway_audit_events", "Audit events written", audit.written.clone());
+        registry.register(
+            "memgate_gateway_audit_events_dropped",
+            "Audit events dropped because the queue was full or the write failed",
+            audit.dropped.clone(),
+        );
+        Metrics { registry, requests, duration, results, units, auth_checks, alive_tasks, audit }
+    }
+
+    /// The counters of the audit stream.
+    pub fn audit_counters(&self) -> crate::audit::AuditCounters {
+        self.audit.clone()
     }
 
     /// The handle the authenticator counts its checks with.

@@ -85,6 +85,27 @@ pub struct ServeArgs {
     /// The bounds of the listeners.
     #[command(flatten)]
     pub listener: ListenerArgs,
+    /// The audit trail.
+    #[command(flatten)]
+    pub audit: AuditArgs,
+}
+
+/// The audit trail (see the README's "Audit and limits").
+#[derive(Args, Debug, Clone)]
+pub struct AuditArgs {
+    /// Write one JSON audit event per search, ingest and MCP tool call to this file (appended,
+    /// created 0600), or to standard output with `-` (operational logs stay on standard error);
+    /// default: no audit events.
+    #[arg(long, value_parser = crate::audit::Destination::parse)]
+    pub audit_log: Option<crate::audit::Destination>,
+    /// File holding a key (at least 16 bytes; a mounted Secret) for the events' `queryDigest`
+    /// (HMAC-SHA256 of the normalised query); default: no digest.
+    #[arg(long, requires = "audit_log")]
+    pub audit_query_digest_key_file: Option<PathBuf>,
+    /// Most events waiting for the writer; when full, events are dropped and counted, never the
+    /// call delayed.
+    #[arg(long, default_value_t = crate::audit::sink::DEFAULT_QUEUE_EVENTS, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1_000_000))]
+    pub audit_queue_events: usize,
 }
 
 /// `--placement`.

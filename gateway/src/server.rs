@@ -85,14 +85,14 @@ pub async fn mcp_guard(
     let Some(provider) = state.provider(&provider).filter(|p| p.mcp) else {
         return ApiError::not_found().into_response();
     };
-    let refuse = |err: ApiError| {
-        state.record_refusal(&provider, Operation::McpContextSearch, err.body.code, started.elapsed());
+    let refuse = |err: ApiError, caller: Option<&Caller>| {
+        state.record_refusal(&provider, Operation::McpContextSearch, caller, err.body.code, started.elapsed());
         err.into_response()
     };
     let caller: Caller = match state.auth().authenticate(&provider.name, &provider.access, request.headers()).await {
         Ok(caller) => caller,
         Err(err) => {
-            let mut response = refuse(ApiError::from_auth(err));
+            let mut response = refuse(ApiError::from_auth(err), None);
             if let Some(challenge) = oauth_resource::challenge(&provider, state.auth().public_url(), err) {
                 response.headers_mut().insert(header::WWW_AUTHENTICATE, challenge);
             }
@@ -100,7 +100,7 @@ pub async fn mcp_guard(
         }
     };
     if !state.settings().switches.search {
-        return refuse(ApiError::switched_off());
+        return refuse(ApiError::switched_off(), Some(&caller));
     }
     request.extensions_mut().insert(caller);
     request.extensions_mut().insert(AuthorizedProvider(provider));

@@ -14,6 +14,7 @@ use futures::future::BoxFuture;
 use tokio::time::Instant;
 use tracing::Instrument;
 
+use crate::audit::{AuditOutcome, Auditor, CallFacts, ScopeIds, Units, refusal_outcome};
 use crate::auth::{Authenticator, Caller};
 use crate::config::{ConfigHandle, Provider};
 use crate::engine::{Engine, EngineError, Item, Target};
@@ -92,6 +93,7 @@ pub struct AppState {
     auth: Authenticator,
     settings: Settings,
     ledger: SharedLedger,
+    audit: Auditor,
 }
 
 /// The ingest ledger behind a `Debug` that says nothing about it (a Redis URL may hold a password).
@@ -109,7 +111,13 @@ impl AppState {
         let ledger = SharedLedger(Arc::new(MemoryLedger::default()));
         let metrics = Metrics::new();
         let auth = auth.with_checks(metrics.auth_checks());
-        AppState { config, engine, metrics, auth, settings, ledger }
+        AppState { config, engine, metrics, auth, settings, ledger, audit: Auditor::default() }
+    }
+
+    /// Write an audit event of every call through `audit` (see [`crate::audit`]).
+    pub fn with_auditor(mut self, audit: Auditor) -> AppState {
+        self.audit = audit;
+        self
     }
 
     /// Use `ledger` for ingest idempotency instead (e.g. a [`crate::ingest::RedisLedger`] shared by replicas).
@@ -143,10 +151,20 @@ impl AppState {
         self.config.snapshot().provider(name).cloned()
     }
 
-    /// Record a call the gateway refused before searching (`code`: the Nexent error code).
-    pub fn record_refusal(&self, provider: &Provider, operation: Operation, code: &'static str, elapsed: Duration) {
+    /// Record a call the gateway refused before searching (`code`: the Nexent error code;
+    /// `caller`: who it was, when already verified).
+    pub fn record_refusal(
+        &self,
+        provider: &Provider,
+        operation: Operation,
+        caller: Option<&Caller>,
+        code: &'static str,
+        elapsed: Duration,
+    ) {
         self.metrics.record(&provider.name, operation, Outcome::Refused(code), elapsed);
         tracing::info!(provider = %provider.name, operation = operation.as_str(), outcome = "refused", error_code = code, "call refused");
+        let facts = CallFacts { caller, error_code: Some(code), ..CallFacts::default() };
+        self.audit.record(&provider.key(), operation, refusal_outcome(code), elapsed, facts);
     }
 
     /// Search `provider` for `query` (already normalised) on behalf of `caller`, at most `limit`
@@ -163,25 +181,26 @@ impl AppState {
         operation: Operation,
     ) -> Result<Vec<Item>, EngineError> {
         let span = telemetry::provider_span(operation, &provider.name);
-        let mut record = Recording::start(&self.metrics, provider, operation, &span);
-        let result = self.search_upstream(provider, caller, query, limit).instrument(span.clone()).await;
+        let mut record = Recording::start(self, provider, operation, &span, caller);
+        record.facts.query = Some(query);
+        let target = target_for(provider, caller);
+        record.facts.scope = target.as_deref().map(|t| ScopeIds::from(&t.scope));
+        let result = match target {
+            Some(target) => {
+                let key = provider.key();
+                let search = self.engine.search(&key, &target, &provider.dialect, provider.encoding, query, limit);
+                search.instrument(span.clone()).await
+            }
+            None => Err(EngineError::InvalidRequest),
+        };
         match &result {
             Ok(items) => record.finish(Outcome::Ok(items.len())),
-            Err(err) => record.finish(Outcome::Error(err.code().as_str())),
+            Err(err) => {
+                record.facts.upstream_status = err.upstream_status();
+                record.finish(Outcome::Error(err.code().as_str()));
+            }
         }
         result
-    }
-
-    async fn search_upstream(
-        &self,
-        provider: &Provider,
-        caller: &Caller,
-        query: &str,
-        limit: u32,
-    ) -> Result<Vec<Item>, EngineError> {
-        let target = target_for(provider, caller).ok_or(EngineError::InvalidRequest)?;
-        let key = format!("{}/{}", provider.namespace, provider.name);
-        self.engine.search(&key, &target, &provider.dialect, provider.encoding, query, limit).await
     }
 
     /// Write `request`'s units to `provider` on behalf of `caller` through [`crate::ingest`] and
@@ -200,8 +219,13 @@ impl AppState {
     ) -> Result<IngestResult, IngestError> {
         let operation = Operation::NexentIngest;
         let span = telemetry::provider_span(operation, &provider.name);
-        let mut record = Recording::start(&self.metrics, provider, operation, &span);
-        let result = match target_for(provider, caller) {
+        let mut record = Recording::start(self, provider, operation, &span, caller);
+        let key = &request.idempotency_key;
+        let valid_key = !key.is_empty() && key.chars().count() <= crate::ingest::MAX_KEY_CHARS;
+        record.facts.idempotency_key = valid_key.then(|| key.clone());
+        let target = target_for(provider, caller);
+        record.facts.scope = target.as_deref().map(|t| ScopeIds::from(&t.scope));
+        let result = match target {
             Some(target) => {
                 crate::ingest::ingest_controlled(
                     &self.engine,
@@ -227,10 +251,17 @@ impl AppState {
                     degraded,
                 );
                 telemetry::record_unit_counts(&span, outcome.accepted_count, outcome.rejected_count);
+                let (accepted, rejected) = (outcome.accepted_count, outcome.rejected_count);
+                record.facts.units = Some(Units { accepted, rejected, degraded });
                 record.finish(Outcome::Ok(outcome.accepted_count));
             }
             Err(IngestError::Cancelled { .. }) => record.finish(Outcome::Cancelled),
-            Err(err) => record.finish(Outcome::Error(err.code().as_str())),
+            Err(err) => {
+                if let IngestError::Upstream { error, .. } = err {
+                    record.facts.upstream_status = error.upstream_status();
+                }
+                record.finish(Outcome::Error(err.code().as_str()));
+            }
         }
         result
     }
@@ -256,19 +287,30 @@ fn target_for<'a>(provider: &'a Provider, caller: &Caller) -> Option<Cow<'a, Tar
     }
 }
 
-/// Records a call once: on [`Recording::finish`], or as cancelled when dropped unfinished.
+/// Records a call once (metrics, span, log line, audit event): on [`Recording::finish`], or as
+/// cancelled when dropped unfinished.
 struct Recording<'a> {
     metrics: &'a Metrics,
+    audit: &'a Auditor,
     provider: &'a Provider,
     operation: Operation,
     started: Instant,
     span: &'a tracing::Span,
+    facts: CallFacts<'a>,
     done: bool,
 }
 
 impl<'a> Recording<'a> {
-    fn start(metrics: &'a Metrics, provider: &'a Provider, operation: Operation, span: &'a tracing::Span) -> Self {
-        Recording { metrics, provider, operation, started: Instant::now(), span, done: false }
+    fn start(
+        state: &'a AppState,
+        provider: &'a Provider,
+        operation: Operation,
+        span: &'a tracing::Span,
+        caller: &'a Caller,
+    ) -> Self {
+        let facts = CallFacts { caller: Some(caller), ..CallFacts::default() };
+        let (metrics, audit) = (&state.metrics, &state.audit);
+        Recording { metrics, audit, provider, operation, started: Instant::now(), span, facts, done: false }
     }
 
     fn finish(&mut self, outcome: Outcome) {
@@ -281,6 +323,21 @@ impl<'a> Recording<'a> {
             Outcome::Cancelled => ("cancelled", None, None),
         };
         telemetry::finish_span(self.span, name, code, count);
+        if self.audit.enabled() {
+            let audited = match outcome {
+                Outcome::Ok(_) => AuditOutcome::Ok,
+                Outcome::Error(_) => AuditOutcome::Error,
+                Outcome::Refused(code) => refusal_outcome(code),
+                Outcome::Cancelled => AuditOutcome::Cancelled,
+            };
+            let mut facts = std::mem::take(&mut self.facts);
+            facts.error_code = code;
+            if self.operation != Operation::NexentIngest {
+                facts.results = count;
+            }
+            facts.trace_id = memgate_telemetry::trace_id_of(self.span);
+            self.audit.record(&self.provider.key(), self.operation, audited, elapsed, facts);
+        }
         let _entered = self.span.enter();
         let duration_ms = u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX);
         if self.operation == Operation::NexentIngest {
@@ -369,6 +426,16 @@ impl ProviderSearch for AppState {
             }
         })
     }
+
+    fn record_invalid_call(&self, provider: &str, request: &http::Extensions) {
+        let (Some(caller), Some(authorized)) = (request.get::<Caller>(), request.get::<AuthorizedProvider>()) else {
+            return;
+        };
+        if authorized.0.name == provider {
+            let operation = Operation::McpContextSearch;
+            self.record_refusal(&authorized.0, operation, Some(caller), "invalid_payload", Duration::ZERO);
+        }
+    }
 }
 
 static NO_EXTENSIONS: std::sync::LazyLock<http::Extensions> = std::sync::LazyLock::new(http::Extensions::new);
@@ -401,7 +468,7 @@ mod tests {
     #[test]
     fn a_bound_subject_follows_the_scope_id_rule_of_the_dialect() {
         let builtin = bound_provider("builtin: mem0-oss-rest-2026-08", "{agentId: qwen-code}");
-        let caller = |subject: &str| Caller { subject: Some(subject.to_string()) };
+        let caller = |subject: &str| Caller { subject: Some(subject.to_string()), ..Caller::default() };
         let sa = "system:serviceaccount:agents:qwen-code";
         let target = target_for(&builtin, &caller(sa)).expect("a ServiceAccount subject is a valid id");
         assert_eq!(target.scope.user_id.as_deref(), Some(sa));

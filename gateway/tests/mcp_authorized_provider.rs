@@ -30,7 +30,7 @@ fn mcp_provider(name: &str, origin: &str) -> Arc<Provider> {
 fn extensions(caller: bool, authorized: Option<&Arc<Provider>>) -> http::Extensions {
     let mut extensions = http::Extensions::new();
     if caller {
-        extensions.insert(Caller { subject: None });
+        extensions.insert(Caller::default());
     }
     if let Some(provider) = authorized {
         extensions.insert(AuthorizedProvider(Arc::clone(provider)));

@@ -17,35 +17,10 @@ use std::path::Path;
 use std::process::Stdio;
 
 use anyhow::{Context, Result, ensure};
-use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
-use k8s_openapi::api::core::v1::ServiceAccount;
-use kube::api::{ObjectMeta, PostParams};
-use kube::{Api, Client};
 use memgate_e2e::ControlPlane;
 use serde_json::json;
-use serve_support::{Gateway, ProviderYaml, mem0_results, upstream_secret};
+use serve_support::{Gateway, ProviderYaml, mem0_results, service_account_token, upstream_secret};
 use support::{Reply, Server};
-
-async fn service_account_token(client: &Client, namespace: &str, name: &str, audience: &str) -> Result<String> {
-    let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), namespace);
-    if accounts.get_opt(name).await?.is_none() {
-        let account = ServiceAccount {
-            metadata: ObjectMeta { name: Some(name.into()), ..ObjectMeta::default() },
-            ..ServiceAccount::default()
-        };
-        accounts.create(&PostParams::default(), &account).await?;
-    }
-    let request = TokenRequest {
-        spec: Some(TokenRequestSpec {
-            audiences: Some(vec![audience.to_string()]),
-            expiration_seconds: Some(600),
-            ..TokenRequestSpec::default()
-        }),
-        ..TokenRequest::default()
-    };
-    let issued = accounts.create_token_request(name, &PostParams::default(), &request).await?;
-    issued.status.and_then(|s| s.token).context("TokenRequest status.token")
-}
 
 /// The value of one sample of the gateway's `/metrics`, 0 when absent.
 async fn metric(gateway: &Gateway, name_and_labels: &str) -> f64 {

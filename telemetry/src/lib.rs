@@ -42,7 +42,7 @@ use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::{EnvFilter, Layer, fmt};
 
-pub use propagation::{CallerTrace, in_current_trace};
+pub use propagation::{CallerTrace, in_current_trace, trace_id_of};
 
 /// What one binary wants from [`init`].
 #[derive(Debug, Clone, Copy)]

@@ -69,6 +69,18 @@ impl Extractor for Headers<'_> {
     }
 }
 
+/// The W3C trace id of `span` as 32 lower-case hex digits, when trace export is on and the span
+/// belongs to a valid trace (`None` otherwise).
+pub fn trace_id_of(span: &tracing::Span) -> Option<String> {
+    use tracing_opentelemetry::OpenTelemetrySpanExt as _;
+    if !crate::exporting() {
+        return None;
+    }
+    let context = span.context();
+    let span_context = context.span().span_context().clone();
+    span_context.is_valid().then(|| span_context.trace_id().to_string())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -56,6 +56,60 @@ pub struct Caller {
     /// `system:serviceaccount:<ns>:<name>` for a ServiceAccount; `None` for anonymous and
     /// static-token callers.
     pub subject: Option<String>,
+    /// Who the caller was verified as (the audit trail's `caller`).
+    pub identity: CallerIdentity,
+}
+
+/// The identity a caller was verified as, by kind. Its [`std::fmt::Display`] is the audit form:
+/// `serviceaccount:<namespace>:<name>`, `oidc:<issuer>#<subject>`, `bearer:<Secret name>` or
+/// `anonymous`. Never a token: a static bearer token is named by the Secret that holds it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum CallerIdentity {
+    /// No credential (the provider allows anonymous calls).
+    #[default]
+    Anonymous,
+    /// The provider's static bearer token, from the Secret named here.
+    Bearer {
+        /// Name of the Secret holding the token (`spec.access.bearerToken.secretRef.name`).
+        secret: String,
+    },
+    /// A reviewed or verified ServiceAccount token.
+    ServiceAccount {
+        /// The account's namespace.
+        namespace: String,
+        /// The account's name.
+        name: String,
+    },
+    /// A verified OIDC access token.
+    Oidc {
+        /// The exact issuer.
+        issuer: String,
+        /// The subject claim the provider reads (`sub` unless `subjectClaim` says otherwise).
+        subject: String,
+    },
+}
+
+impl CallerIdentity {
+    /// The kind word: `anonymous`, `bearer`, `serviceaccount` or `oidc`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            CallerIdentity::Anonymous => "anonymous",
+            CallerIdentity::Bearer { .. } => "bearer",
+            CallerIdentity::ServiceAccount { .. } => "serviceaccount",
+            CallerIdentity::Oidc { .. } => "oidc",
+        }
+    }
+}
+
+impl std::fmt::Display for CallerIdentity {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CallerIdentity::Anonymous => f.write_str("anonymous"),
+            CallerIdentity::Bearer { secret } => write!(f, "bearer:{secret}"),
+            CallerIdentity::ServiceAccount { namespace, name } => write!(f, "serviceaccount:{namespace}:{name}"),
+            CallerIdentity::Oidc { issuer, subject } => write!(f, "oidc:{issuer}#{subject}"),
+        }
+    }
 }
 
 /// Why a call was refused. Carries no detail about the presented credential.
@@ -171,7 +225,8 @@ impl Authenticator {
                 return Err(AuthError::Forbidden);
             }
             self.count(provider, "bearer_token", "accepted");
-            return Ok(Caller::default());
+            let secret = access.bearer_token_secret.clone().unwrap_or_default();
+            return Ok(Caller { subject: None, identity: CallerIdentity::Bearer { secret } });
         }
         if !looks_like_jwt(token) {
             self.count(provider, "none", "unknown_token");
@@ -219,7 +274,10 @@ impl Authenticator {
             allowed_claim_values: values,
         };
         let verified = verify::verify(token, &issuer_keys.keys, &rules).map_err(Refusal::as_str)?;
-        Ok(Caller { subject: Some(subject::oidc_user_id(&oidc.issuer, &verified.subject)) })
+        Ok(Caller {
+            subject: Some(subject::oidc_user_id(&oidc.issuer, &verified.subject)),
+            identity: CallerIdentity::Oidc { issuer: oidc.issuer.clone(), subject: verified.subject },
+        })
     }
 
     /// The audience ServiceAccount tokens must be bound to: the configured one, else this
@@ -280,10 +338,14 @@ fn auth_error_of(reason: &'static str) -> AuthError {
 }
 
 fn allowed_service_account(accounts: &ServiceAccountAccess, username: String) -> Result<Caller, &'static str> {
-    let allowed = service_account(&username).is_some_and(|(namespace, name)| {
-        accounts.allowed.iter().any(|a| a.namespace == namespace && a.name.as_deref().is_none_or(|n| n == name))
-    });
-    if allowed { Ok(Caller { subject: Some(username) }) } else { Err("not_allowed") }
+    let Some((namespace, name)) = service_account(&username) else { return Err("not_allowed") };
+    let allowed =
+        accounts.allowed.iter().any(|a| a.namespace == namespace && a.name.as_deref().is_none_or(|n| n == name));
+    if !allowed {
+        return Err("not_allowed");
+    }
+    let identity = CallerIdentity::ServiceAccount { namespace: namespace.to_string(), name: name.to_string() };
+    Ok(Caller { subject: Some(username), identity })
 }
 
 /// The `iss` claim of a JWT, read without verifying anything: only to choose which verifier runs.
@@ -360,7 +422,11 @@ mod tests {
     }
 
     fn bearer_access(token: &str) -> Access {
-        Access { bearer_token: credential_value("test", token.as_bytes()).ok(), ..Access::default() }
+        Access {
+            bearer_token: credential_value("test", token.as_bytes()).ok(),
+            bearer_token_secret: Some("callers".into()),
+            ..Access::default()
+        }
     }
 
     fn block_on<F: std::future::Future>(future: F) -> F::Output {
@@ -394,17 +460,27 @@ mod tests {
     }
 
     #[test]
+    fn callers_are_named_by_kind_for_the_audit_trail() {
+        let accounts: ServiceAccountAccess =
+            serde_json::from_value(serde_json::json!({"allowed": [{"namespace": "team-a"}]})).expect("access");
+        let caller = allowed_service_account(&accounts, "system:serviceaccount:team-a:agent".into()).expect("allowed");
+        assert_eq!(caller.identity.to_string(), "serviceaccount:team-a:agent");
+        assert_eq!(caller.subject.as_deref(), Some("system:serviceaccount:team-a:agent"));
+        assert!(allowed_service_account(&accounts, "system:serviceaccount:team-b:agent".into()).is_err());
+        let oidc = CallerIdentity::Oidc { issuer: "https://login.example.com/".into(), subject: "alice".into() };
+        assert_eq!((oidc.to_string().as_str(), oidc.kind()), ("oidc:https://login.example.com/#alice", "oidc"));
+        assert_eq!(CallerIdentity::default().to_string(), "anonymous");
+    }
+
+    #[test]
     fn static_bearer_token_must_match_exactly() {
         let auth = Authenticator::default();
         let access = bearer_access("s3cret-token");
-        assert_eq!(
-            block_on(auth.authenticate("p", &access, &headers(&["Bearer s3cret-token"]))),
-            Ok(Caller::default())
-        );
-        assert_eq!(
-            block_on(auth.authenticate("p", &access, &headers(&["bearer s3cret-token"]))),
-            Ok(Caller::default())
-        );
+        // The caller is named by the Secret holding the token, never by the token.
+        let named = Caller { subject: None, identity: CallerIdentity::Bearer { secret: "callers".into() } };
+        assert_eq!(named.identity.to_string(), "bearer:callers");
+        assert_eq!(block_on(auth.authenticate("p", &access, &headers(&["Bearer s3cret-token"]))), Ok(named.clone()));
+        assert_eq!(block_on(auth.authenticate("p", &access, &headers(&["bearer s3cret-token"]))), Ok(named));
         for value in ["Bearer s3cret-toke", "Bearer s3cret-token2", "Token s3cret-token", "s3cret-token"] {
             assert_eq!(
                 block_on(auth.authenticate("p", &access, &headers(&[value]))),

@@ -126,6 +126,7 @@ fn resolve(provider: &MemoryProvider, bundle: &Bundle) -> Result<Provider, Viola
         access: Access {
             anonymous: spec.access.anonymous,
             bearer_token,
+            bearer_token_secret: bearer_token_use(spec).map(|used| used.secret_ref.name.clone()),
             service_accounts: spec.access.service_accounts.clone(),
             oidc: spec.access.oidc.clone(),
             bind_user_id_to_subject: spec.access.bind_user_id_to_subject,

@@ -54,6 +54,13 @@ pub struct Provider {
     pub access: Access,
 }
 
+impl Provider {
+    /// `<namespace>/<name>`: how the engine's budgets and the audit trail name the provider.
+    pub fn key(&self) -> String {
+        format!("{}/{}", self.namespace, self.name)
+    }
+}
+
 /// Resolved access rules of a provider.
 #[derive(Debug, Clone, Default)]
 pub struct Access {
@@ -61,6 +68,8 @@ pub struct Access {
     pub anonymous: bool,
     /// Static bearer token callers must present.
     pub bearer_token: Option<Credential>,
+    /// Name of the Secret holding [`Access::bearer_token`] (how the audit trail names such callers).
+    pub bearer_token_secret: Option<String>,
     /// ServiceAccount tokens accepted (audience + allowed accounts).
     pub service_accounts: Option<ServiceAccountAccess>,
     /// OAuth access tokens from an OpenID provider.

@@ -164,6 +164,20 @@ impl EngineError {
         }
     }
 
+    /// The upstream's HTTP status, when the error is its answer.
+    pub fn upstream_status(&self) -> Option<u16> {
+        match self {
+            EngineError::Redirect(status)
+            | EngineError::Rejected(status)
+            | EngineError::UpstreamStatus(status)
+            | EngineError::ServerError(status) => Some(*status),
+            EngineError::RateLimited { .. } => Some(429),
+            EngineError::Unauthorized => Some(401),
+            EngineError::Forbidden => Some(403),
+            _ => None,
+        }
+    }
+
     /// Nexent `retry_after_seconds`: set only for a 429 with a numeric `Retry-After`.
     pub fn retry_after_seconds(&self) -> Option<u64> {
         match self {

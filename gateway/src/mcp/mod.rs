@@ -113,6 +113,13 @@ pub trait ProviderSearch: Send + Sync + 'static {
         let _ = request;
         self.search(provider, query, limit)
     }
+
+    /// A `context_search` call to `provider` whose arguments were refused before any search (the
+    /// tool answered with its input error). Lets the implementation count and audit it; defaults
+    /// to nothing.
+    fn record_invalid_call(&self, provider: &str, request: &http::Extensions) {
+        let _ = (provider, request);
+    }
 }
 
 /// The provider name from the request path, handed to the tool handler.

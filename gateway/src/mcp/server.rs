@@ -81,9 +81,6 @@ impl ContextSearchServer {
         arguments: Option<&JsonObject>,
         context: &RequestContext<RoleServer>,
     ) -> CallToolResult {
-        let Some(query) = query_argument(arguments) else {
-            return CallToolResult::error(vec![ContentBlock::text(INPUT_ERROR_TEXT)]);
-        };
         let request = context.extensions.get::<http::request::Parts>().map(|parts| &parts.extensions);
         let Some((request, ProviderName(provider))) =
             request.and_then(|request| Some((request, request.get::<ProviderName>()?)))
@@ -92,6 +89,10 @@ impl ContextSearchServer {
             return failure();
         };
         let provider = provider.as_str();
+        let Some(query) = query_argument(arguments) else {
+            self.search.record_invalid_call(provider, request);
+            return CallToolResult::error(vec![ContentBlock::text(INPUT_ERROR_TEXT)]);
+        };
         let outcome = tokio::select! {
             // Cancellation (client disconnect or `notifications/cancelled`) drops the search
             // future, which aborts the upstream request.

@@ -30,7 +30,7 @@ pub(super) struct Admitted {
 impl Admitted {
     /// Count `err` as a refusal of this call and return it.
     pub fn refuse(&self, state: &AppState, err: ApiError) -> ApiError {
-        state.record_refusal(&self.provider, self.operation, err.body.code, self.started.elapsed());
+        state.record_refusal(&self.provider, self.operation, Some(&self.caller), err.body.code, self.started.elapsed());
         err
     }
 }
@@ -52,22 +52,23 @@ pub(super) async fn admit(
     if ingest && provider.write.is_none() {
         return Err(ApiError::not_writable());
     }
-    let refuse = |err: ApiError| {
-        state.record_refusal(&provider, operation, err.body.code, started.elapsed());
+    let refuse = |err: ApiError, caller: Option<&Caller>| {
+        state.record_refusal(&provider, operation, caller, err.body.code, started.elapsed());
         err
     };
     let caller = state
         .auth()
         .authenticate(&provider.name, &provider.access, headers)
         .await
-        .map_err(|e| refuse(ApiError::from_auth(e)))?;
+        .map_err(|e| refuse(ApiError::from_auth(e), None))?;
     let switches = &state.settings().switches;
     if ingest && !switches.ingest {
-        return Err(refuse(ApiError::ingest_switched_off()));
+        return Err(refuse(ApiError::ingest_switched_off(), Some(&caller)));
     }
     if !ingest && !switches.search {
-        return Err(refuse(ApiError::switched_off()));
+        return Err(refuse(ApiError::switched_off(), Some(&caller)));
     }
-    let body = axum::body::to_bytes(body, MAX_BODY_BYTES).await.map_err(|_| refuse(ApiError::too_large()))?;
+    let body =
+        axum::body::to_bytes(body, MAX_BODY_BYTES).await.map_err(|_| refuse(ApiError::too_large(), Some(&caller)))?;
     Ok(Admitted { provider, caller, body, operation, started })
 }

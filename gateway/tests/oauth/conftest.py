@@ -187,6 +187,7 @@ class Stack:
             PROVIDERS.format(upstream=self.upstream, issuer=hydra.issuer, scope=SCOPE, public=self.public, key=API_KEY)
         )
         self.gateway_log = Path(workdir) / "gateway.log"
+        self.audit_log = Path(workdir) / "audit.jsonl"
         self.processes = []
         self.upstream_process = self._start(
             [GATEWAY_BIN, "dev-upstream", "--listen", self.upstream, "--api-key", API_KEY], Path(workdir) / "upstream.log"
@@ -195,6 +196,7 @@ class Stack:
             [
                 GATEWAY_BIN, "serve", "--config", str(config), "--listen", f"127.0.0.1:{port}",
                 "--public-url", self.public, "--jwks-min-refresh-ms", "200",
+                "--audit-log", str(self.audit_log),
             ],
             self.gateway_log,
         )
@@ -222,6 +224,17 @@ class Stack:
             headers["authorization"] = f"Bearer {token}"
         body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"} if method == "POST" else None
         return http(method, f"{self.public}/mcp/{provider}", body=body, headers=headers)
+
+    def context_search(self, provider, token, query):
+        headers = {"accept": "application/json, text/event-stream", "mcp-protocol-version": "2025-11-25",
+                   "authorization": f"Bearer {token}"}
+        body = {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                "params": {"name": "context_search", "arguments": {"query": query}}}
+        return http("POST", f"{self.public}/mcp/{provider}", body=body, headers=headers)
+
+    def audit_lines(self):
+        """The audit log's lines so far (the gateway writes them from a thread of its own)."""
+        return self.audit_log.read_text().splitlines() if self.audit_log.exists() else []
 
     def logs(self):
         return self.gateway_log.read_text(errors="replace")

@@ -79,6 +79,38 @@ def test_a_token_with_the_right_audience_and_scope_is_accepted(stack, hydra, rob
     assert status == 200 and b"context_search" in body, body
 
 
+def test_oidc_callers_are_audited_by_issuer_and_subject(stack, hydra, robot):
+    """One audit event per call through each surface, naming the verified OIDC caller and the
+    user id bound to it; never the query; valid against the repository's audit event schema."""
+    from jsonschema import Draft202012Validator
+
+    token = good_token(hydra, robot, stack)
+    before = len(stack.audit_lines())
+    query = "planted oidc query 4e7a"
+    status, _, body = stack.search("team", token, query=query)
+    assert status == 200, body
+    status, _, body = stack.context_search("team", token, query)
+    assert status == 200 and b'"isError":false' in body.replace(b" ", b""), body
+    deadline = time.time() + 10
+    while len(stack.audit_lines()) < before + 2 and time.time() < deadline:
+        time.sleep(0.05)
+    lines = stack.audit_lines()[before:]
+    assert len(lines) == 2, lines
+    assert not any(query in line or token in line for line in lines)
+    events = [json.loads(line) for line in lines]
+    schema = json.loads((Path(__file__).parents[2] / "schema" / "audit-event.schema.json").read_text())
+    validator = Draft202012Validator(schema)
+    for event in events:
+        assert not list(validator.iter_errors(event)), event
+    issuer_hash = hashlib.sha256(hydra.issuer.encode()).hexdigest()[:16]
+    subject = claims_of(token)["sub"]
+    assert sorted((e["surface"], e["operation"]) for e in events) == [("mcp", "context_search"), ("nexent", "search")]
+    for event in events:
+        assert event["caller"] == f"oidc:{hydra.issuer}#{subject}" and event["callerKind"] == "oidc", event
+        assert event["scope"] == {"userId": f"oidc:{issuer_hash}:s:{subject}", "agentId": "qwen-code"}, event
+        assert event["outcome"] == "ok" and event["provider"] == "agents/team", event
+
+
 def test_the_refusal_matrix(stack, hydra, robot):
     real = good_token(hydra, robot, stack)
     kid = header_of(real)["kid"]

@@ -393,3 +393,35 @@ pub fn mem0_results(count: usize) -> Value {
 pub fn body_of(request: &crate::support::Recorded) -> Value {
     serde_json::from_slice(&request.body).expect("upstream request body is JSON")
 }
+
+/// A token of ServiceAccount `namespace/name` bound to `audience` (valid 10 minutes), from the
+/// API server's TokenRequest; the account is created when missing.
+pub async fn service_account_token(
+    client: &kube::Client,
+    namespace: &str,
+    name: &str,
+    audience: &str,
+) -> anyhow::Result<String> {
+    use anyhow::Context as _;
+    use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
+    use k8s_openapi::api::core::v1::ServiceAccount;
+    use kube::api::{Api, ObjectMeta, PostParams};
+    let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), namespace);
+    if accounts.get_opt(name).await?.is_none() {
+        let account = ServiceAccount {
+            metadata: ObjectMeta { name: Some(name.into()), ..ObjectMeta::default() },
+            ..ServiceAccount::default()
+        };
+        accounts.create(&PostParams::default(), &account).await?;
+    }
+    let request = TokenRequest {
+        spec: Some(TokenRequestSpec {
+            audiences: Some(vec![audience.to_string()]),
+            expiration_seconds: Some(600),
+            ..TokenRequestSpec::default()
+        }),
+        ..TokenRequest::default()
+    };
+    let issued = accounts.create_token_request(name, &PostParams::default(), &request).await?;
+    issued.status.and_then(|s| s.token).context("TokenRequest status.token")
+}
