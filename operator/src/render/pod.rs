@@ -20,6 +20,7 @@ use super::layout::{CONFIG_DIR, CONFIG_KEY, SECRETS_DIR, claim_config_dir, claim
 use super::objects::Meta;
 use super::{CONFIG_HASH_ANNOTATION, GATEWAY_NAME, gateway_url, pod_labels, selector_labels};
 use crate::settings::GatewaySettings;
+use crate::settings::gateway::AuditLog;
 use memgate_crds::validation::RESERVED_ENV;
 
 /// User and group the gateway runs as (the image must allow it; no root needed).
@@ -179,6 +180,9 @@ fn serving_container(plan: &PodPlan<'_>, settings: &GatewaySettings) -> Containe
     }
     if let Some(max) = settings.listener.max_connections {
         args.extend(["--max-connections".to_string(), max.to_string()]);
+    }
+    if settings.audit_log == AuditLog::Stdout {
+        args.extend(["--audit-log".to_string(), "-".to_string()]);
     }
     // In a pod: loopback and the API server are refused destinations too.
     args.extend(["--placement".to_string(), "cluster".to_string()]);

@@ -27,6 +27,7 @@ fn settings() -> GatewaySettings {
         search_enabled: true,
         ingest_enabled: false,
         log_level: "info".into(),
+        audit_log: Default::default(),
         network_policy: false,
         network_policy_namespaces: BTreeSet::new(),
         pod_disruption_budget: true,

@@ -78,6 +78,10 @@ pub struct GatewayArgs {
     /// Log filter of the gateways (`RUST_LOG`), e.g. `info` or `warn,memgate_gateway=info`.
     #[arg(long = "gateway-log-level", env = "MEMGATE_GATEWAY_LOG_LEVEL", default_value = "info")]
     pub log_level: String,
+    /// Audit events of every gateway (`memgate-gateway serve --audit-log`): `off`, or `stdout` (one
+    /// JSON line per call on the container's standard output; operational logs are on standard error).
+    #[arg(long = "gateway-audit-log", env = "MEMGATE_GATEWAY_AUDIT_LOG", value_enum, default_value_t = AuditLog::Off)]
+    pub audit_log: AuditLog,
     /// Give each gateway a NetworkPolicy admitting TCP to its serving and admin ports only from pods
     /// of its own namespace and of `--gateway-network-policy-allowed-namespace`.
     #[arg(long = "gateway-network-policy", env = "MEMGATE_GATEWAY_NETWORK_POLICY", default_value_t = false, action = clap::ArgAction::Set)]
@@ -137,6 +141,8 @@ pub struct GatewaySettings {
     pub ingest_enabled: bool,
     /// `RUST_LOG` of the gateway.
     pub log_level: String,
+    /// Where the gateway writes audit events.
+    pub audit_log: AuditLog,
     /// Render a NetworkPolicy per gateway.
     pub network_policy: bool,
     /// Namespaces admitted by that NetworkPolicy besides the gateway's own.
@@ -169,6 +175,16 @@ pub struct Resources {
     pub requests: BTreeMap<String, String>,
     /// Limits.
     pub limits: BTreeMap<String, String>,
+}
+
+/// `--gateway-audit-log`.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum AuditLog {
+    /// No audit events.
+    #[default]
+    Off,
+    /// Audit events on the gateway container's standard output.
+    Stdout,
 }
 
 /// Listener limits of the data port.
@@ -300,6 +316,7 @@ impl TryFrom<GatewayArgs> for GatewaySettings {
             search_enabled: args.search_enabled,
             ingest_enabled: args.ingest_enabled,
             log_level: args.log_level,
+            audit_log: args.audit_log,
             network_policy: args.network_policy,
             network_policy_namespaces,
             pod_disruption_budget: args.pod_disruption_budget,

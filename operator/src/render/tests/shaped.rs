@@ -141,3 +141,15 @@ fn network_policy_and_disruption_budget_follow_the_gateway_resource() {
     assert_eq!(pods["memgate.io/client"], "true");
     assert!(gateway.pod_disruption_budget.is_none(), "turned off");
 }
+
+#[test]
+fn audit_events_go_to_standard_output_only_when_the_operator_says_so() {
+    let off = render(&input(vec![ServedProvider { name: "a", spec: &spec(json!({})), preset: None }]), &settings())
+        .expect("renders");
+    assert!(flag(&args(&off), "--audit-log").is_empty(), "off by default");
+    let mut on = settings();
+    on.audit_log = crate::settings::gateway::AuditLog::Stdout;
+    let audited =
+        render(&input(vec![ServedProvider { name: "a", spec: &spec(json!({})), preset: None }]), &on).expect("renders");
+    assert_eq!(flag(&args(&audited), "--audit-log"), ["-"]);
+}
