@@ -234,6 +234,7 @@ fn default_values_render_the_operator_its_access_and_metrics_service() -> Result
         ("MEMGATE_GATEWAY_POD_DISRUPTION_BUDGET", "true"),
         ("MEMGATE_GATEWAY_DEFAULT_PLUGIN_CLAIM", "nexent-memory-plugins"),
         ("MEMGATE_GATEWAY_TOKEN_REVIEW_CLUSTER_ROLE", "memgate-gateway-token-review"),
+        ("MEMGATE_GATEWAY_AUDIT_LOG", "off"),
     ];
     for (name, value) in expected_env {
         assert_eq!(env_str(&env, name)?, value, "{name}");
