@@ -15,6 +15,7 @@ pub mod builtin_ids;
 pub mod bundle;
 pub mod crd;
 pub mod dialect_preset;
+pub mod limits;
 pub mod manifest;
 pub mod memory_gateway;
 pub mod memory_provider;
@@ -28,6 +29,7 @@ pub use dialect_preset::{
     LimitField, QueryLocation, ResponseSpec, ScoreField, SearchMethod, SearchSpec, TitleField, UpdatedAtField,
     UriField,
 };
+pub use limits::{CallRate, ProviderLimits, UnitRate, UpstreamLimits};
 pub use memory_gateway::{
     GatewayAutoscaling, GatewayDisruptionBudget, GatewayListener, GatewayNetworkPolicy, GatewayPodMetadata,
     GatewayPodSpec, GatewayPodTemplate, GatewayUrls, MemoryGateway, MemoryGatewaySpec, MemoryGatewayStatus,

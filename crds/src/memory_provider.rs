@@ -8,6 +8,7 @@ use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use crate::limits::ProviderLimits;
 use crate::status::Condition;
 
 /// Default upstream timeout in milliseconds.
@@ -78,6 +79,9 @@ pub struct MemoryProviderSpec {
     pub nexent: NexentSpec,
     /// Who may call this provider. Nothing is open unless stated here.
     pub access: AccessSpec,
+    /// Per-caller and upstream limits (none by default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limits: Option<ProviderLimits>,
 }
 
 /// Exactly one dialect source.

@@ -122,6 +122,7 @@ async fn cel_rules_refuse_every_single_object_violation_naming_the_field() {
         ("two-dialects", "spec.dialect"),
         ("reserved-builtin", "spec.dialect.builtin"),
         ("timeout-range", "spec.timeoutMs"),
+        ("limits-range", "spec.limits.perCaller.requestsPerMinute"),
         ("no-access", "spec.access"),
         ("custom-preset-ingest", "spec.nexent.ingest"),
         ("builtin-name-taken", "metadata.name"),

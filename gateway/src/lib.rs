@@ -9,6 +9,9 @@
 //! - [`oauth_resource`]: RFC 9728 protected resource metadata and the `WWW-Authenticate` challenge.
 //! - [`nexent`]: the Nexent search API and its error mapping.
 //! - [`gateway_id`]: which gateway this process is (keys shared state, names audit events).
+//! - [`audit`]: one structured event per call, on its own stream.
+//! - [`limits`]: per-caller and upstream limits of a provider (token buckets, shared through Redis).
+//! - [`redis_store`]: the Redis connection shared by the ingest ledger and the limits.
 //! - [`ingest`]: Nexent ingest written upstream exactly once per unit (idempotency ledger).
 //! - [`plugin`]: the Nexent plugin directories (rendering, and writing them into Nexent's folder).
 //! - [`state`]: the shared request state and the one search entry of both surfaces.
@@ -24,6 +27,7 @@ pub mod dev_upstream;
 pub mod engine;
 pub mod gateway_id;
 pub mod ingest;
+pub mod limits;
 pub mod listener;
 pub mod mcp;
 pub mod metrics;
@@ -31,6 +35,7 @@ pub mod nexent;
 pub mod oauth_resource;
 pub mod plugin;
 pub mod profile;
+pub mod redis_store;
 pub mod serve_args;
 pub mod server;
 pub mod state;

@@ -32,9 +32,12 @@ use memgate_gateway::auth::keys::KeyStore;
 use memgate_gateway::auth::{Authenticator, TokenReviewer};
 use memgate_gateway::config::{ConfigHandle, load_dir, load_dir_with, watch};
 use memgate_gateway::engine::{Engine, EngineConfig};
+use memgate_gateway::gateway_id::GatewayId;
 use memgate_gateway::ingest::{DEFAULT_MAX_ENTRIES, DEFAULT_RESULT_TTL, Ledger, MemoryLedger, RedisLedger};
+use memgate_gateway::limits::{self, SharedBuckets};
 use memgate_gateway::listener::Listener;
 use memgate_gateway::mcp::McpHttpConfig;
+use memgate_gateway::redis_store::RedisStore;
 use memgate_gateway::serve_args::ServeArgs;
 use memgate_gateway::server::{admin_app, app, shutdown_signal};
 use memgate_gateway::state::{AppState, KillSwitches, Settings};
@@ -172,13 +175,13 @@ async fn serve(args: ServeArgs) -> Result<()> {
     tracing::info!(search_enabled = switches.search, ingest_enabled = switches.ingest, "kill switches");
     let ingest_call_timeout = Duration::from_millis(args.ingest_call_timeout_ms);
     let settings = Settings { nexent_max_limit: args.nexent_max_limit, switches, ingest_call_timeout };
+    let ca = match &args.ledger_ca_file {
+        Some(path) => Some(std::fs::read(path).with_context(|| format!("reading {}", path.display()))?),
+        None => None,
+    };
     let ledger: Arc<dyn Ledger> = match args.ledger.as_deref() {
         Some(url) => {
-            let ca = match &args.ledger_ca_file {
-                Some(path) => Some(std::fs::read(path).with_context(|| format!("reading {}", path.display()))?),
-                None => None,
-            };
-            let ledger = RedisLedger::with_ca(url, ca).map_err(|err| anyhow::anyhow!("--ledger: {err}"))?;
+            let ledger = RedisLedger::with_ca(url, ca.clone()).map_err(|err| anyhow::anyhow!("--ledger: {err}"))?;
             Arc::new(match &args.gateway_id {
                 Some(id) => ledger.for_gateway(id),
                 None => ledger,
@@ -190,7 +193,13 @@ async fn serve(args: ServeArgs) -> Result<()> {
         }
     };
     tracing::info!(ledger = if args.ledger.is_some() { "redis" } else { "memory" }, "ingest ledger");
-    let state = AppState::new(Arc::clone(&handle), engine, auth, settings).with_ledger(ledger);
+    let mut state = AppState::new(Arc::clone(&handle), engine, auth, settings).with_ledger(ledger);
+    if let Some(url) = args.ledger.as_deref() {
+        let store = RedisStore::open(url, ca, limits::shared::COMMAND_TIMEOUT)
+            .map_err(|err| anyhow::anyhow!("--ledger: {err}"))?;
+        let prefix = args.gateway_id.as_ref().map_or_else(|| "memgate:".to_string(), GatewayId::redis_prefix);
+        state = state.with_shared_limits(SharedBuckets::new(store, &prefix));
+    }
     let state = Arc::new(with_audit(state, &args)?);
 
     let interval = Duration::from_millis(args.reload_interval_ms);

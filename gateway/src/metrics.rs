@@ -125,6 +125,7 @@ pub struct Metrics {
     auth_checks: AuthChecks,
     alive_tasks: Gauge,
     audit: crate::audit::AuditCounters,
+    limits: crate::limits::LimitCounters,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -180,7 +181,14 @@ impl Metrics {
             "Audit events dropped because the queue was full or the write failed",
             audit.dropped.clone(),
         );
-        Metrics { registry, requests, duration, results, units, auth_checks, alive_tasks, audit }
+        let limits = crate::limits::LimitCounters::default();
+        limits.register(&mut registry);
+        Metrics { registry, requests, duration, results, units, auth_checks, alive_tasks, audit, limits }
+    }
+
+    /// The counters of the limits.
+    pub fn limit_counters(&self) -> crate::limits::LimitCounters {
+        self.limits.clone()
     }
 
     /// The counters of the audit stream.

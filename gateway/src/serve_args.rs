@@ -41,9 +41,9 @@ pub struct ServeArgs {
     /// Largest Nexent `limit` honoured (larger ones are capped).
     #[arg(long, default_value_t = DEFAULT_NEXENT_MAX_LIMIT, value_parser = clap::value_parser!(u32).range(1..=1000))]
     pub nexent_max_limit: u32,
-    /// Ingest idempotency ledger shared by replicas: `redis[s]://[[user]:password@]host:port[/db]`;
-    /// default: in-process (one replica). Prefer the environment variable when the URL holds a
-    /// password.
+    /// Redis store shared by replicas, `redis[s]://[[user]:password@]host:port[/db]`: the ingest
+    /// idempotency ledger and the providers' rate limits (`spec.limits`) live there; default:
+    /// in-process (one replica). Prefer the environment variable when the URL holds a password.
     #[arg(long, env = "MEMGATE_INGEST_LEDGER", hide_env_values = true)]
     pub ledger: Option<String>,
     /// PEM file of the CA certificates a `rediss://` ledger is verified against (default: the

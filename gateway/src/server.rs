@@ -38,9 +38,10 @@ use serde_json::json;
 use tokio::time::Instant;
 
 use crate::auth::Caller;
+use crate::listener::ClientAddr;
 use crate::metrics::{OPENMETRICS_CONTENT_TYPE, Operation};
 use crate::nexent::{self, ApiError, json_response};
-use crate::state::{AppState, AuthorizedProvider};
+use crate::state::{AppState, AuthorizedProvider, RetryAfter};
 use crate::{mcp, oauth_resource};
 
 /// The whole gateway as one router. `mcp_http` says which hosts and origins `/mcp/*` and
@@ -89,7 +90,8 @@ pub async fn mcp_guard(
         state.record_refusal(&provider, Operation::McpContextSearch, caller, err.body.code, started.elapsed());
         err.into_response()
     };
-    let caller: Caller = match state.auth().authenticate(&provider.name, &provider.access, request.headers()).await {
+    let mut caller: Caller = match state.auth().authenticate(&provider.name, &provider.access, request.headers()).await
+    {
         Ok(caller) => caller,
         Err(err) => {
             let mut response = refuse(ApiError::from_auth(err), None);
@@ -102,9 +104,18 @@ pub async fn mcp_guard(
     if !state.settings().switches.search {
         return refuse(ApiError::switched_off(), Some(&caller));
     }
+    caller.client = request.extensions().get::<ClientAddr>().map(|client| client.0);
+    let retry_after = RetryAfter::default();
     request.extensions_mut().insert(caller);
     request.extensions_mut().insert(AuthorizedProvider(provider));
-    next.run(request).await
+    request.extensions_mut().insert(retry_after.clone());
+    let mut response = next.run(request).await;
+    // A limit refused the tool call: its result is the profile's failure text, and, when the
+    // transport answered with this HTTP response (not a stream opened before), `Retry-After`.
+    if let Some(seconds) = retry_after.get() {
+        response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(seconds));
+    }
+    response
 }
 
 async fn healthz() -> Response {

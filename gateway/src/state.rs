@@ -19,6 +19,7 @@ use crate::auth::{Authenticator, Caller};
 use crate::config::{ConfigHandle, Provider};
 use crate::engine::{Engine, EngineError, Item, Target};
 use crate::ingest::{CallControl, IngestError, IngestRequest, IngestResult, Ledger, MemoryLedger, UnitStatus};
+use crate::limits::{Limited, Limiter, SharedBuckets};
 use crate::mcp::ProviderSearch;
 use crate::metrics::{Metrics, Operation, Outcome};
 use crate::telemetry;
@@ -94,6 +95,7 @@ pub struct AppState {
     settings: Settings,
     ledger: SharedLedger,
     audit: Auditor,
+    limiter: Limiter,
 }
 
 /// The ingest ledger behind a `Debug` that says nothing about it (a Redis URL may hold a password).
@@ -111,7 +113,14 @@ impl AppState {
         let ledger = SharedLedger(Arc::new(MemoryLedger::default()));
         let metrics = Metrics::new();
         let auth = auth.with_checks(metrics.auth_checks());
-        AppState { config, engine, metrics, auth, settings, ledger, audit: Auditor::default() }
+        let limiter = Limiter::new(metrics.limit_counters());
+        AppState { config, engine, metrics, auth, settings, ledger, audit: Auditor::default(), limiter }
+    }
+
+    /// Share the providers' rate limits with the other replicas through `shared` (see [`crate::limits`]).
+    pub fn with_shared_limits(mut self, shared: SharedBuckets) -> AppState {
+        self.limiter = Limiter::new(self.metrics.limit_counters()).with_shared(shared);
+        self
     }
 
     /// Write an audit event of every call through `audit` (see [`crate::audit`]).
@@ -183,6 +192,10 @@ impl AppState {
         let span = telemetry::provider_span(operation, &provider.name);
         let mut record = Recording::start(self, provider, operation, &span, caller);
         record.facts.query = Some(query);
+        let _admission = match self.limiter.admit_search(provider, caller).await {
+            Ok(admission) => admission,
+            Err(limited) => return Err(record.limited(limited)),
+        };
         let target = target_for(provider, caller);
         record.facts.scope = target.as_deref().map(|t| ScopeIds::from(&t.scope));
         let result = match target {
@@ -223,6 +236,13 @@ impl AppState {
         let key = &request.idempotency_key;
         let valid_key = !key.is_empty() && key.chars().count() <= crate::ingest::MAX_KEY_CHARS;
         record.facts.idempotency_key = valid_key.then(|| key.clone());
+        let units = u64::try_from(request.units.len()).unwrap_or(u64::MAX);
+        let _admission = match self.limiter.admit_ingest(provider, caller, units).await {
+            Ok(admission) => admission,
+            Err(limited) => {
+                return Err(IngestError::Upstream { error: record.limited(limited), accepted_before: 0 });
+            }
+        };
         let target = target_for(provider, caller);
         record.facts.scope = target.as_deref().map(|t| ScopeIds::from(&t.scope));
         let result = match target {
@@ -313,6 +333,14 @@ impl<'a> Recording<'a> {
         Recording { metrics, audit, provider, operation, started: Instant::now(), span, facts, done: false }
     }
 
+    /// Finish as refused by a limit; the error the call fails with.
+    fn limited(&mut self, limited: Limited) -> EngineError {
+        self.facts.limit = Some(limited.limit.as_str());
+        let error = EngineError::Limited { limit: limited.limit, retry_after_seconds: limited.retry_after_seconds };
+        self.finish(Outcome::Refused(error.code().as_str()));
+        error
+    }
+
     fn finish(&mut self, outcome: Outcome) {
         self.done = true;
         let elapsed = self.started.elapsed();
@@ -325,6 +353,7 @@ impl<'a> Recording<'a> {
         telemetry::finish_span(self.span, name, code, count);
         if self.audit.enabled() {
             let audited = match outcome {
+                _ if self.facts.limit.is_some() => AuditOutcome::Limited,
                 Outcome::Ok(_) => AuditOutcome::Ok,
                 Outcome::Error(_) => AuditOutcome::Error,
                 Outcome::Refused(code) => refusal_outcome(code),
@@ -379,6 +408,18 @@ impl Drop for Recording<'_> {
 #[derive(Debug, Clone)]
 pub struct AuthorizedProvider(pub Arc<Provider>);
 
+/// Where an MCP tool call refused by a limit leaves its `Retry-After` seconds for
+/// [`crate::server::mcp_guard`] to send as a header (put into the request extensions by the guard).
+#[derive(Debug, Clone, Default)]
+pub struct RetryAfter(Arc<std::sync::OnceLock<u64>>);
+
+impl RetryAfter {
+    /// The seconds left by a limited call, if any.
+    pub fn get(&self) -> Option<u64> {
+        self.0.get().copied()
+    }
+}
+
 /// The MCP surface's view of the gateway. Access control happens before the MCP router
 /// ([`crate::server::mcp_guard`]), which puts the [`Caller`] and the [`AuthorizedProvider`] into
 /// the request extensions; a search without both (the guard did not run), or for another
@@ -409,6 +450,7 @@ impl ProviderSearch for AppState {
         // The provider the guard authorised the caller against, never a newer snapshot's.
         let authorized = request.get::<AuthorizedProvider>().map(|a| Arc::clone(&a.0));
         let trace = request.get::<memgate_telemetry::CallerTrace>().cloned();
+        let retry_after = request.get::<RetryAfter>().cloned();
         Box::pin(async move {
             let (Some(caller), Some(authorized)) = (caller, authorized) else {
                 tracing::warn!(provider, "MCP search without an authenticated caller refused");
@@ -420,10 +462,14 @@ impl ProviderSearch for AppState {
             }
             let search = AppState::search(self, &authorized, &caller, &query, limit, Operation::McpContextSearch);
             // The transport runs this call on its own task: the caller's trace comes with the request.
-            match trace {
+            let result = match trace {
                 Some(trace) => trace.attach(search).await,
                 None => search.await,
+            };
+            if let (Err(EngineError::Limited { retry_after_seconds, .. }), Some(slot)) = (&result, retry_after) {
+                let _ = slot.0.set(*retry_after_seconds);
             }
+            result
         })
     }
 

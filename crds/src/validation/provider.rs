@@ -70,6 +70,9 @@ pub fn memory_provider(spec: &MemoryProviderSpec) -> Vec<Violation> {
         ));
     }
     check_access(spec, &mut found);
+    if let Some(limits) = &spec.limits {
+        found.extend(super::limits::provider_limits(limits));
+    }
     // Link-local and cloud-metadata destinations are refused wherever memgate runs; loopback only
     // in a cluster (`destination::provider_destinations` with `Placement::Cluster`).
     found.extend(provider_destinations(spec, Placement::Standalone));
@@ -217,6 +220,7 @@ mod tests {
             mcp: McpSpec::default(),
             nexent: NexentSpec::default(),
             access: AccessSpec { anonymous: true, ..AccessSpec::default() },
+            limits: None,
         }
     }
 

@@ -121,6 +121,10 @@ pub struct AuditEvent {
     /// [`DigestKey::digest`] of the normalised query, when the gateway has a digest key.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub query_digest: Option<String>,
+    /// The limit that refused a `limited` call: `per_caller`, `per_caller_ingest`,
+    /// `upstream_rate` or `upstream_in_flight`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub limit: Option<&'static str>,
 }
 
 /// Surface and operation words of `operation`.
@@ -153,6 +157,8 @@ pub struct CallFacts<'a> {
     pub trace_id: Option<String>,
     /// The normalised query (only ever digested).
     pub query: Option<&'a str>,
+    /// The limit that refused the call ([`crate::limits::Limit::as_str`]).
+    pub limit: Option<&'static str>,
 }
 
 /// The audit side of the gateway: the stream (when `--audit-log` is set), the digest key and the
@@ -222,6 +228,7 @@ impl Auditor {
             idempotency_key: facts.idempotency_key,
             trace_id: facts.trace_id,
             query_digest,
+            limit: facts.limit,
         }
     }
 }
@@ -252,6 +259,7 @@ mod tests {
         let caller = Caller {
             subject: Some("system:serviceaccount:team-a:agent".into()),
             identity: CallerIdentity::ServiceAccount { namespace: "team-a".into(), name: "agent".into() },
+            client: None,
         };
         let facts =
             || CallFacts { caller: Some(&caller), query: Some("where does alice live"), ..CallFacts::default() };

@@ -58,6 +58,8 @@ pub struct Caller {
     pub subject: Option<String>,
     /// Who the caller was verified as (the audit trail's `caller`).
     pub identity: CallerIdentity,
+    /// The connection's peer address, when known: how anonymous callers are told apart for limits.
+    pub client: Option<std::net::IpAddr>,
 }
 
 /// The identity a caller was verified as, by kind. Its [`std::fmt::Display`] is the audit form:
@@ -226,7 +228,7 @@ impl Authenticator {
             }
             self.count(provider, "bearer_token", "accepted");
             let secret = access.bearer_token_secret.clone().unwrap_or_default();
-            return Ok(Caller { subject: None, identity: CallerIdentity::Bearer { secret } });
+            return Ok(Caller { subject: None, identity: CallerIdentity::Bearer { secret }, client: None });
         }
         if !looks_like_jwt(token) {
             self.count(provider, "none", "unknown_token");
@@ -277,6 +279,7 @@ impl Authenticator {
         Ok(Caller {
             subject: Some(subject::oidc_user_id(&oidc.issuer, &verified.subject)),
             identity: CallerIdentity::Oidc { issuer: oidc.issuer.clone(), subject: verified.subject },
+            client: None,
         })
     }
 
@@ -345,7 +348,7 @@ fn allowed_service_account(accounts: &ServiceAccountAccess, username: String) ->
         return Err("not_allowed");
     }
     let identity = CallerIdentity::ServiceAccount { namespace: namespace.to_string(), name: name.to_string() };
-    Ok(Caller { subject: Some(username), identity })
+    Ok(Caller { subject: Some(username), identity, client: None })
 }
 
 /// The `iss` claim of a JWT, read without verifying anything: only to choose which verifier runs.
@@ -477,7 +480,8 @@ mod tests {
         let auth = Authenticator::default();
         let access = bearer_access("s3cret-token");
         // The caller is named by the Secret holding the token, never by the token.
-        let named = Caller { subject: None, identity: CallerIdentity::Bearer { secret: "callers".into() } };
+        let named =
+            Caller { subject: None, identity: CallerIdentity::Bearer { secret: "callers".into() }, client: None };
         assert_eq!(named.identity.to_string(), "bearer:callers");
         assert_eq!(block_on(auth.authenticate("p", &access, &headers(&["Bearer s3cret-token"]))), Ok(named.clone()));
         assert_eq!(block_on(auth.authenticate("p", &access, &headers(&["bearer s3cret-token"]))), Ok(named));

@@ -131,6 +131,7 @@ fn resolve(provider: &MemoryProvider, bundle: &Bundle) -> Result<Provider, Viola
             oidc: spec.access.oidc.clone(),
             bind_user_id_to_subject: spec.access.bind_user_id_to_subject,
         },
+        limits: spec.limits.clone(),
     })
 }
 

@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use memgate_crds::validation::Credential;
-use memgate_crds::{DialectPresetSpec, OidcAccess, ServiceAccountAccess};
+use memgate_crds::{DialectPresetSpec, OidcAccess, ProviderLimits, ServiceAccountAccess};
 use memgate_presets::{ContentEncoding, WriteContract};
 
 use crate::engine::Target;
@@ -52,6 +52,8 @@ pub struct Provider {
     pub nexent_ingest: bool,
     /// Who may call.
     pub access: Access,
+    /// `spec.limits`, enforced by [`crate::limits`].
+    pub limits: Option<ProviderLimits>,
 }
 
 impl Provider {

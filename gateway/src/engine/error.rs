@@ -21,6 +21,14 @@ pub enum EngineError {
     /// The upstream answered a 3xx; redirects are never followed.
     #[error("the upstream answered with a redirect (HTTP {0}), which is never followed")]
     Redirect(u16),
+    /// A limit of the provider (`spec.limits`) refused the call; the upstream was not called.
+    #[error("a limit of this provider refused the call")]
+    Limited {
+        /// Which limit.
+        limit: crate::limits::Limit,
+        /// Whole seconds until the call could pass.
+        retry_after_seconds: u64,
+    },
     /// The upstream answered 429.
     #[error("the upstream rate-limited the request (HTTP 429)")]
     RateLimited {
@@ -126,7 +134,9 @@ impl EngineError {
     pub fn code(&self) -> ErrorCode {
         match self {
             EngineError::Timeout => ErrorCode::Timeout,
-            EngineError::Saturated | EngineError::RateLimited { .. } => ErrorCode::RateLimited,
+            EngineError::Saturated | EngineError::Limited { .. } | EngineError::RateLimited { .. } => {
+                ErrorCode::RateLimited
+            }
             EngineError::Unauthorized => ErrorCode::Unauthorized,
             EngineError::Forbidden => ErrorCode::Forbidden,
             EngineError::Redirect(_)
@@ -147,6 +157,7 @@ impl EngineError {
         match self {
             EngineError::Timeout
             | EngineError::Saturated
+            | EngineError::Limited { .. }
             | EngineError::RateLimited { .. }
             | EngineError::ServerError(_)
             | EngineError::Connect
@@ -178,9 +189,10 @@ impl EngineError {
         }
     }
 
-    /// Nexent `retry_after_seconds`: set only for a 429 with a numeric `Retry-After`.
+    /// Nexent `retry_after_seconds`: set for a limit's refusal, and for a 429 with a numeric `Retry-After`.
     pub fn retry_after_seconds(&self) -> Option<u64> {
         match self {
+            EngineError::Limited { retry_after_seconds, .. } => Some(*retry_after_seconds),
             EngineError::RateLimited { retry_after_seconds } => *retry_after_seconds,
             _ => None,
         }

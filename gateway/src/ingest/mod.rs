@@ -506,6 +506,7 @@ mod tests {
             nexent_search: true,
             nexent_ingest: true,
             access: crate::config::Access { bind_user_id_to_subject: bind, ..Default::default() },
+            limits: None,
         }
     }
 

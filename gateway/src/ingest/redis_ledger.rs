@@ -17,17 +17,16 @@
 //! names (scripts declare it in `KEYS`), which is what a key-pattern ACL needs.
 //!
 //! Every command has a short timeout; a failure is [`LedgerError::Unavailable`] (the ingest then
-//! fails retryable without writing upstream) and drops the connection so the next call reconnects.
-//! `redis://` or `rediss://` (TLS, rustls, verified against the system's roots or a given CA); the
-//! URL, which may hold a password, is never logged or printed.
+//! fails retryable without writing upstream). The connection, its TLS and its bounds are
+//! [`crate::redis_store`]'s.
 
 use std::time::Duration;
 
 use futures::future::{BoxFuture, FutureExt};
-use redis::aio::MultiplexedConnection;
-use redis::{AsyncConnectionConfig, FromRedisValue};
+use redis::FromRedisValue;
 
 use crate::gateway_id::GatewayId;
+use crate::redis_store::RedisStore;
 
 use super::ledger::{
     Claim, ClaimPolicy, ClaimToken, DEFAULT_RESULT_TTL, Decision, Entry, Ledger, LedgerError, LedgerKey,
@@ -50,11 +49,9 @@ const CLAIM_ATTEMPTS: usize = 3;
 
 /// A [`Ledger`] on a Redis server shared by every replica.
 pub struct RedisLedger {
-    client: redis::Client,
+    store: RedisStore,
     prefix: String,
-    config: AsyncConnectionConfig,
     ttl: Duration,
-    connection: tokio::sync::Mutex<Option<MultiplexedConnection>>,
 }
 
 impl std::fmt::Debug for RedisLedger {
@@ -74,35 +71,8 @@ impl RedisLedger {
 
     /// [`RedisLedger::new`] trusting only the CA certificates in `ca_pem` for `rediss://`.
     pub fn with_ca(url: &str, ca_pem: Option<Vec<u8>>) -> Result<RedisLedger, LedgerError> {
-        let parsed = url::Url::parse(url).map_err(|_| LedgerError::InvalidUrl)?;
-        let tls = match parsed.scheme() {
-            "redis" => false,
-            "rediss" => true,
-            _ => return Err(LedgerError::InvalidUrl),
-        };
-        if parsed.host_str().is_none_or(str::is_empty) || (ca_pem.is_some() && !tls) {
-            return Err(LedgerError::InvalidUrl);
-        }
-        if tls && rustls::crypto::CryptoProvider::get_default().is_none() {
-            let _ = rustls::crypto::ring::default_provider().install_default();
-        }
-        let client = match ca_pem {
-            Some(root_cert) => redis::Client::build_with_tls(
-                url,
-                redis::TlsCertificates { client_tls: None, root_cert: Some(root_cert) },
-            ),
-            None => redis::Client::open(url),
-        }
-        .map_err(|_| LedgerError::InvalidUrl)?;
-        Ok(RedisLedger {
-            client,
-            prefix: KEY_PREFIX.to_string(),
-            config: AsyncConnectionConfig::new()
-                .set_connection_timeout(Some(DEFAULT_COMMAND_TIMEOUT))
-                .set_response_timeout(Some(DEFAULT_COMMAND_TIMEOUT)),
-            ttl: DEFAULT_RESULT_TTL,
-            connection: tokio::sync::Mutex::new(None),
-        })
+        let store = RedisStore::open(url, ca_pem, DEFAULT_COMMAND_TIMEOUT).map_err(|_| LedgerError::InvalidUrl)?;
+        Ok(RedisLedger { store, prefix: KEY_PREFIX.to_string(), ttl: DEFAULT_RESULT_TTL })
     }
 
     /// Keep this gateway's keys under its own prefix, `memgate:<namespace>/<name>:ingest:`.
@@ -126,32 +96,8 @@ impl RedisLedger {
         u64::try_from(self.ttl.as_millis()).unwrap_or(u64::MAX)
     }
 
-    async fn connection(&self) -> Result<MultiplexedConnection, LedgerError> {
-        let mut slot = self.connection.lock().await;
-        if let Some(connection) = slot.as_ref() {
-            return Ok(connection.clone());
-        }
-        let connection = self
-            .client
-            .get_multiplexed_async_connection_with_config(&self.config)
-            .await
-            .map_err(|_| LedgerError::Unavailable)?;
-        *slot = Some(connection.clone());
-        Ok(connection)
-    }
-
     async fn run<T: FromRedisValue>(&self, command: &redis::Cmd) -> Result<T, LedgerError> {
-        let mut connection = self.connection().await?;
-        match command.query_async(&mut connection).await {
-            Ok(value) => Ok(value),
-            Err(err) => {
-                if err.is_io_error() || err.is_connection_dropped() || err.is_unrecoverable_error() || err.is_timeout()
-                {
-                    *self.connection.lock().await = None;
-                }
-                Err(LedgerError::Unavailable)
-            }
-        }
+        self.store.run(command).await.map_err(|_| LedgerError::Unavailable)
     }
 
     async fn claim_inner(&self, key: &LedgerKey, policy: ClaimPolicy) -> Result<Claim, LedgerError> {

@@ -69,6 +69,7 @@ pub fn builder(limits: &ListenerLimits) -> Builder<TokioExecutor> {
 /// connection closes gracefully).
 pub async fn watch(
     stream: TcpStream,
+    client: super::ClientAddr,
     builder: Arc<Builder<TokioExecutor>>,
     shared: Arc<Shared>,
     activity: Arc<Activity>,
@@ -78,7 +79,7 @@ pub async fn watch(
     let limits = shared.limits;
     let requests = Arc::clone(&activity);
     let service = service_fn(move |request: hyper::Request<Incoming>| {
-        request::serve(Arc::clone(&shared), Arc::clone(&requests), request)
+        request::serve(Arc::clone(&shared), Arc::clone(&requests), client, request)
     });
     let (stream, resetter) = stream::share(stream);
     let connection = builder.serve_connection(TokioIo::new(stream), service).into_owned();

@@ -41,6 +41,11 @@ pub use limits::{ListenerLimits, effective_max_connections, open_file_limit};
 use request::Shared;
 use slots::Slots;
 
+/// The peer address of the connection a request came on, in every request's extensions (how
+/// anonymous callers are told apart by [`crate::limits`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClientAddr(pub std::net::IpAddr);
+
 /// Pause after a failed `accept` (e.g. out of file descriptors) before trying again.
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);
 
@@ -93,8 +98,8 @@ impl Listener {
                     continue;
                 }
             };
-            let stream = match accepted {
-                Ok((stream, _)) => stream,
+            let (stream, peer) = match accepted {
+                Ok(accepted) => accepted,
                 Err(err) => {
                     tracing::warn!(listener = name, error = %err, "accept failed; retrying");
                     tokio::time::sleep(ACCEPT_BACKOFF).await;
@@ -117,7 +122,7 @@ impl Listener {
             let (builder, shared, shutdown, alive) =
                 (Arc::clone(&builder), Arc::clone(&shared), shutdown.clone(), alive.clone());
             tokio::spawn(async move {
-                connection::watch(stream, builder, shared, activity, evicted, shutdown).await;
+                connection::watch(stream, ClientAddr(peer.ip()), builder, shared, activity, evicted, shutdown).await;
                 drop((slot, alive));
             });
         }

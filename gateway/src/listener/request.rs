@@ -37,13 +37,15 @@ pub struct Shared {
 pub async fn serve(
     shared: Arc<Shared>,
     activity: Arc<Activity>,
+    client: super::ClientAddr,
     request: Request<Incoming>,
 ) -> Result<Response<TrackedBody>, Infallible> {
     let guard = activity.start();
     let Ok(permit) = Arc::clone(&shared.in_flight).try_acquire_owned() else {
         return Ok(finish(refusal(StatusCode::SERVICE_UNAVAILABLE, BUSY), guard, None));
     };
-    let (parts, body) = request.into_parts();
+    let (mut parts, body) = request.into_parts();
+    parts.extensions.insert(client);
     let declared = parts.headers.get(CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
     if declared.is_some_and(|length| length > MAX_BODY_BYTES as u64) {
         return Ok(finish(refusal(StatusCode::PAYLOAD_TOO_LARGE, TOO_LARGE), guard, Some(permit)));

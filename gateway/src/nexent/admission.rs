@@ -12,6 +12,7 @@ use tokio::time::Instant;
 use super::{ApiError, MAX_BODY_BYTES};
 use crate::auth::Caller;
 use crate::config::Provider;
+use crate::listener::ClientAddr;
 use crate::metrics::Operation;
 use crate::state::AppState;
 
@@ -41,6 +42,7 @@ pub(super) async fn admit(
     name: &str,
     operation: Operation,
     headers: &HeaderMap,
+    client: Option<ClientAddr>,
     body: Body,
 ) -> Result<Admitted, ApiError> {
     let started = Instant::now();
@@ -56,11 +58,12 @@ pub(super) async fn admit(
         state.record_refusal(&provider, operation, caller, err.body.code, started.elapsed());
         err
     };
-    let caller = state
+    let mut caller = state
         .auth()
         .authenticate(&provider.name, &provider.access, headers)
         .await
         .map_err(|e| refuse(ApiError::from_auth(e), None))?;
+    caller.client = client.map(|client| client.0);
     let switches = &state.settings().switches;
     if ingest && !switches.ingest {
         return Err(refuse(ApiError::ingest_switched_off(), Some(&caller)));

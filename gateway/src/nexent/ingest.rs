@@ -23,7 +23,7 @@
 use std::sync::Arc;
 
 use axum::body::Body;
-use axum::extract::{Path, State};
+use axum::extract::{Extension, Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 
@@ -31,6 +31,7 @@ use super::admission::{Admitted, admit};
 use super::{ApiError, json_response};
 use crate::engine::Severity;
 use crate::ingest::{CallControl, IngestError, IngestRequest, LedgerError};
+use crate::listener::ClientAddr;
 use crate::metrics::Operation;
 use crate::state::AppState;
 use tokio_util::sync::CancellationToken;
@@ -116,10 +117,11 @@ impl ApiError {
 pub(super) async fn ingest(
     State(state): State<Arc<AppState>>,
     Path(provider): Path<String>,
+    client: Option<Extension<ClientAddr>>,
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
-    let call = admit(&state, &provider, Operation::NexentIngest, &headers, body).await?;
+    let call = admit(&state, &provider, Operation::NexentIngest, &headers, client.map(|c| c.0), body).await?;
     let request = parse_ingest_body(&call.body).ok_or_else(|| call.refuse(&state, ApiError::bad_ingest_request()))?;
     let Admitted { provider, caller, .. } = call;
     let task_state = Arc::clone(&state);

@@ -23,7 +23,7 @@ use std::sync::Arc;
 
 use axum::Router;
 use axum::body::Body;
-use axum::extract::{Path, State};
+use axum::extract::{Extension, Path, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
@@ -31,6 +31,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::auth::AuthError;
 use crate::engine::{EngineError, ErrorCode, Item, Severity};
+use crate::listener::ClientAddr;
 use crate::mcp::McpHttpConfig;
 use crate::mcp::http_checks::{self, Refusal};
 use crate::metrics::Operation;
@@ -175,6 +176,7 @@ pub struct ErrorBody {
 /// | ServiceAccount token cannot be reviewed now | 503 | `provider_error` | retryable |
 /// | upstream timeout | 504 | `timeout` | retryable |
 /// | upstream 429, or provider concurrency exhausted | 429 (+ `Retry-After` when known) | `rate_limited` | retryable |
+/// | a limit of the provider (`spec.limits`) | 429 + `Retry-After` | `rate_limited` | retryable |
 /// | upstream 401 / 403 (the gateway's upstream credential) | 502 | `unauthorized` / `forbidden` | non_retryable |
 /// | upstream 5xx, connection failure | 502 | `provider_error` | retryable |
 /// | upstream redirect, other 4xx | 502 | `provider_error` | non_retryable |
@@ -264,6 +266,7 @@ impl ApiError {
         let message = match err {
             EngineError::Timeout => "The memory service did not answer in time.",
             EngineError::Saturated => "Too many concurrent requests to this provider.",
+            EngineError::Limited { .. } => "A limit set on this provider refused the call; retry after the time given.",
             EngineError::RateLimited { .. } => "The memory service rate-limited the request.",
             EngineError::Unauthorized => "The memory service refused the gateway's credential.",
             EngineError::Forbidden => "The memory service denied the gateway access.",
@@ -310,11 +313,12 @@ pub(crate) fn json_response(status: StatusCode, value: &impl Serialize) -> Respo
 async fn search(
     State(state): State<Arc<AppState>>,
     Path(provider): Path<String>,
+    client: Option<Extension<ClientAddr>>,
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
     let operation = Operation::NexentSearch;
-    let call = admission::admit(&state, &provider, operation, &headers, body).await?;
+    let call = admission::admit(&state, &provider, operation, &headers, client.map(|c| c.0), body).await?;
     let (query, limit) = parse_search_body(&call.body, state.settings().nexent_max_limit)
         .ok_or_else(|| call.refuse(&state, ApiError::bad_request()))?;
     let Admitted { provider, caller, .. } = call;

@@ -39,6 +39,7 @@ pub fn provider(name: &str, dialect: &str, target: Target) -> Provider {
         nexent_search: true,
         nexent_ingest: true,
         access: Access::default(),
+        limits: None,
     }
 }
 
