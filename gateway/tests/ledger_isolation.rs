@@ -1,7 +1,8 @@
 //! The shared ingest ledger seen by two gateways on one real `redis-server`: each keeps its
 //! records under its own prefix (`memgate:<namespace>/<name>:`), so a Redis ACL user per gateway
 //! confines it to them (the ACL lines are the README's), and the ledger also works over TLS
-//! (`rediss://`, verified against the CA given with `--ledger-ca-file`).
+//! (`rediss://`, verified against the CA given with `--ledger-ca-file`). The limits' buckets work
+//! through the same ACL user and stay under the same prefix.
 
 mod ingest_support;
 mod support;
@@ -15,6 +16,9 @@ use memgate_gateway::config::Provider;
 use memgate_gateway::engine::{Engine, EngineConfig};
 use memgate_gateway::gateway_id::GatewayId;
 use memgate_gateway::ingest::{IngestError, IngestStatus, LedgerError, RedisLedger, ingest};
+use memgate_gateway::limits::shared::COMMAND_TIMEOUT;
+use memgate_gateway::limits::{Rate, SharedBuckets, Verdict};
+use memgate_gateway::redis_store::RedisStore;
 
 fn provider(upstream: &DevUpstream) -> Provider {
     let scope = Scope { user_id: Some("team-memory".into()), agent_id: Some("qwen-code".into()), app_id: None };
@@ -22,10 +26,11 @@ fn provider(upstream: &DevUpstream) -> Provider {
     ingest_support::provider("team", "mem0-oss-rest-2026-08", target)
 }
 
-/// The ACL of the README: one user per gateway, its keys only, the three commands the ledger uses.
+/// The ACL of the README: one user per gateway, its keys only, the commands the ledger and the
+/// limits use (`TIME` inside the limits' script).
 fn acl_user(user: &str, password: &str, gateway: &GatewayId) -> String {
     format!(
-        "user {user} on >{password} resetkeys ~{}* resetchannels -@all +get +set +eval +ping",
+        "user {user} on >{password} resetkeys ~{}* resetchannels -@all +get +set +eval +ping +time",
         gateway.redis_prefix()
     )
 }
@@ -98,6 +103,24 @@ async fn two_gateways_with_their_own_acl_users_cannot_touch_each_others_records(
     let err = ingest(&engine, &provider, &wrong, request).await.expect_err("refused by Redis");
     assert_eq!(err, IngestError::Ledger(LedgerError::Unavailable));
     assert_eq!(upstream.adds(), adds, "no unit is written without a claim");
+
+    // The limits' buckets work through the same ACL user, under the gateway's own prefix.
+    let store = RedisStore::open(&url("gw-a", "pw-a"), None, COMMAND_TIMEOUT).expect("url");
+    let buckets = SharedBuckets::new(store, &a.redis_prefix());
+    let rate = Rate::per(2, Duration::from_secs(60), 2);
+    let key = "team-a/team|per_caller|serviceaccount:team-a:agent";
+    for expected in [true, true, false] {
+        let verdict = buckets.take(key, rate, 1).await.expect("the ACL user may run the limits' script");
+        assert_eq!(matches!(verdict, Verdict::Allow { .. }), expected, "{verdict:?}");
+    }
+    let keys: Vec<String> = redis::cmd("KEYS").arg("memgate:*:limit:*").query_async(&mut root).await.expect("keys");
+    assert_eq!(keys, [buckets.key_name(key)]);
+    assert!(keys[0].starts_with("memgate:team-a/memgate-gateway:limit:"), "{keys:?}");
+    let outsider = SharedBuckets::new(
+        RedisStore::open(&url("gw-b", "pw-b"), None, COMMAND_TIMEOUT).expect("url"),
+        &a.redis_prefix(),
+    );
+    assert!(outsider.take(key, rate, 1).await.is_err(), "B's user cannot touch A's buckets");
 }
 
 /// A CA and a certificate for 127.0.0.1 signed by it, made with the openssl CLI.

@@ -1,7 +1,8 @@
 //! `spec.limits` enforced by the running binary: per caller (callers verified by the REAL API
 //! server's TokenReview), shared by two replicas on one REAL `redis-server`, the documented
 //! per-replica fallback when that Redis stops, and the upstream bounds (`maxInFlight` per replica,
-//! `requestsPerSecond` across replicas) measured at a real HTTP upstream.
+//! `requestsPerSecond` across replicas) measured at a real HTTP upstream; ingest units counted per
+//! caller, and anonymous callers told apart by their client address (two loopback addresses).
 
 mod ingest_support;
 mod serve_support;
@@ -273,5 +274,58 @@ async fn an_upstream_rate_holds_across_two_replicas_on_one_redis() -> Result<()>
     ensure!(upstream.requests() == served, "{} upstream requests", upstream.requests());
     let refused = limited_total(&a, "upstream_rate").await? + limited_total(&b, "upstream_rate").await?;
     ensure!(refused as usize == 16 - served, "{refused}");
+    Ok(())
+}
+
+/// A Nexent ingest body of `units` units under idempotency key `key`.
+fn ingest_body(key: &str, units: usize) -> Value {
+    let units: Vec<Value> = (0..units)
+        .map(|i| {
+            json!({"event_id": format!("{key}-{i}"), "event_type": "message", "unit_type": "fact",
+                   "unit_content": format!("fact {i} of {key}"), "unit_index": i, "metadata": {}})
+        })
+        .collect();
+    json!({"tenant_id": "t", "user_id": "ignored", "agent_id": "a", "conversation_id": "c",
+           "idempotency_key": key, "metadata": {}, "units": units})
+}
+
+/// POST `body` to `url` from local address `from` (127.0.0.x: Linux routes all of 127/8 to loopback).
+async fn post_from(from: [u8; 4], url: &str, body: &Value) -> Result<(u16, Option<String>)> {
+    let client = reqwest::Client::builder().no_proxy().local_address(std::net::IpAddr::from(from)).build()?;
+    let response = client.post(url).json(body).send().await?;
+    let retry_after = response.headers().get("retry-after").and_then(|v| v.to_str().ok()).map(str::to_string);
+    Ok((response.status().as_u16(), retry_after))
+}
+
+#[tokio::test]
+async fn ingest_units_are_limited_per_caller_and_anonymous_callers_are_told_apart_by_address() -> Result<()> {
+    let upstream = ingest_support::DevUpstream::start().await;
+    let provider = format!(
+        "apiVersion: memgate.io/v1alpha1\nkind: MemoryProvider\nmetadata: {{name: memory, namespace: agents}}\nspec:\n  \
+         dialect: {{builtin: mem0-oss-rest-2026-08}}\n  endpoint: {{origin: \"{}\", allowInsecureHttp: true}}\n  \
+         credentials: {{secretRef: {{name: upstream, key: api-key}}}}\n  scope: {{userId: u, agentId: qwen-code}}\n  \
+         nexent: {{search: true, ingest: true}}\n  access: {{anonymous: true}}\n  \
+         limits: {{perCallerIngest: {{unitsPerHour: 3}}}}\n",
+        upstream.origin
+    );
+    let config = tempfile::tempdir()?;
+    let text = [secret_yaml("upstream", "api-key", &upstream.api_key), provider];
+    std::fs::write(config.path().join("gateway.yaml"), text.join("---\n"))?;
+    let logs = tempfile::tempdir()?;
+    let gateway = Gateway::start(config.path(), logs.path(), &[], &[]).await;
+    let url = format!("{}/nexent/v1/memory/ingest", gateway.base);
+
+    let (status, _) = post_from([127, 0, 0, 1], &url, &ingest_body("first", 2)).await?;
+    ensure!(status == 200, "two of three units: {status}");
+    let (status, retry_after) = post_from([127, 0, 0, 1], &url, &ingest_body("second", 2)).await?;
+    ensure!(status == 429, "two more units exceed the hour's three: {status}");
+    let seconds: u64 = retry_after.context("Retry-After")?.parse()?;
+    ensure!((1..=1200).contains(&seconds), "one unit comes back every 1200 s: {seconds}");
+    ensure!(upstream.adds() == 2, "the refused units were not written: {}", upstream.adds());
+    // Another anonymous client address has its own bucket.
+    let (status, _) = post_from([127, 0, 0, 2], &url, &ingest_body("third", 3)).await?;
+    ensure!(status == 200, "a second anonymous client: {status}");
+    ensure!(upstream.adds() == 5, "{}", upstream.adds());
+    ensure!(limited_total(&gateway, "per_caller_ingest").await? == 1, "{}", gateway.get("/metrics").await.text);
     Ok(())
 }

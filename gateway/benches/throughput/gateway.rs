@@ -53,6 +53,17 @@ pub fn slow_provider_yaml(upstream: SocketAddr) -> String {
         .unwrap_or_default()
 }
 
+/// Limits every call of the audited benchmark passes through (high enough never to refuse one):
+/// the per-caller bucket (one anonymous caller, keyed by address), the upstream rate bucket and
+/// the `maxInFlight` slots.
+pub const NEVER_REFUSING_LIMITS: &str = "  limits:\n    perCaller: {requestsPerMinute: 1000000, burst: 1000000}\n    \
+     upstream: {requestsPerSecond: 100000, maxInFlight: 64}\n";
+
+/// [`config_yaml`] of one provider with [`NEVER_REFUSING_LIMITS`].
+pub fn limited_config_yaml(upstream: SocketAddr) -> String {
+    format!("{}{NEVER_REFUSING_LIMITS}", config_yaml(1, upstream))
+}
+
 /// A running gateway; killed when dropped.
 pub struct Gateway {
     child: Child,
@@ -62,11 +73,17 @@ pub struct Gateway {
 impl Gateway {
     /// Start the gateway on `config` (a folder) and wait until `/readyz` reports `providers`.
     pub fn start(config: &Path, providers: usize, log: &Path) -> Result<Gateway> {
+        Gateway::start_with(config, providers, log, &[])
+    }
+
+    /// [`Gateway::start`] with more `serve` flags.
+    pub fn start_with(config: &Path, providers: usize, log: &Path, args: &[&str]) -> Result<Gateway> {
         let port = free_port()?;
         let child = Command::new(binary())
             .args(["serve", "--config"])
             .arg(config)
             .args(["--listen", &format!("127.0.0.1:{port}")])
+            .args(args)
             .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
             .env_remove("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
             .stdin(Stdio::null())

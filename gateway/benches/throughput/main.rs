@@ -5,7 +5,9 @@
 //! a handshake-era client), each at 1 and 32 connections with `wrk`, and once more at 16 connections
 //! (the per-provider upstream concurrency) against an upstream that takes 2 ms, as a real search
 //! would take at least; then the gateway's peak memory
-//! under that load, its idle memory and CPU with 1, 100 and 1000 providers, and the binaries' sizes.
+//! under that load, its idle memory and CPU with 1, 100 and 1000 providers, and the binaries' sizes;
+//! last, the cost of the audit trail and `spec.limits`: Nexent search through a gateway with neither
+//! and through one with both, CPU per request side by side.
 //! Figures are printed beside the direct baseline measured in the same run, never asserted.
 //!
 //! `bench/run.sh` runs it (and installs `wrk`); by hand: `cargo bench -p memgate-gateway --bench
@@ -61,6 +63,11 @@ fn main() -> Result<()> {
         }
     }
     let load_peak = procfs::memory(gw.pid())?.peak;
+    let accounted = if Scenario::NexentSearch.selected() {
+        measure_audit_and_limits(work.path(), &upstream, &gw, seconds)?
+    } else {
+        Vec::new()
+    };
     drop(gw);
 
     let mut idle = Vec::new();
@@ -79,7 +86,65 @@ fn main() -> Result<()> {
     }
 
     print!("{}", report(&rows, load_peak, &idle, idle_seconds)?);
+    print!("{}", audit_and_limits_report(&accounted)?);
     Ok(())
+}
+
+/// Nexent search at 1 and 32 connections through `plain` and through a second gateway that writes
+/// an audit event per call (`--audit-log` to a file) and checks every call against
+/// [`gateway::NEVER_REFUSING_LIMITS`]: the pairs (plain, audited) per connection count.
+fn measure_audit_and_limits(
+    work: &Path,
+    upstream: &upstream::Upstream,
+    plain: &Gateway,
+    seconds: Duration,
+) -> Result<Vec<(u32, wrk::Measured, wrk::Measured)>> {
+    let config = work.join("config-audited");
+    std::fs::create_dir_all(&config)?;
+    std::fs::write(config.join("providers.yaml"), gateway::limited_config_yaml(upstream.address))?;
+    let audit = work.join("audit.jsonl");
+    let audit_arg = audit.to_str().context("a UTF-8 path")?;
+    let log = work.join("gateway-audited.log");
+    let audited = Gateway::start_with(&config, 1, &log, &["--audit-log", audit_arg])?;
+    let mut pairs = Vec::new();
+    for connections in [1, 32] {
+        let case = Case { scenario: Scenario::NexentSearch, connections, slow: false };
+        let without = measure(work, &case, upstream, plain, seconds)?;
+        let with = measure(work, &case, upstream, &audited, seconds)?;
+        eprintln!("audit + limits c={connections:<3} {:>9.0} vs {:>9.0} req/s", with.per_second, without.per_second);
+        pairs.push((connections, without, with));
+    }
+    let events = std::fs::read_to_string(&audit).map(|text| text.lines().count()).unwrap_or(0);
+    ensure!(events > 0, "the audited gateway wrote no audit event");
+    Ok(pairs)
+}
+
+fn audit_and_limits_report(pairs: &[(u32, wrk::Measured, wrk::Measured)]) -> Result<String> {
+    let mut out = String::new();
+    if pairs.is_empty() {
+        return Ok(out);
+    }
+    writeln!(out, "\n## Gateway: the cost of the audit trail and spec.limits (Nexent search)\n")?;
+    writeln!(out, "The same search through a gateway without either and through one writing an audit event per call")?;
+    writeln!(out, "to a file and checking a per-caller bucket, an upstream-rate bucket and maxInFlight slots.\n")?;
+    writeln!(
+        out,
+        "| conns | req/s without | req/s with | CPU per request without | CPU per request with | CPU ratio |"
+    )?;
+    writeln!(out, "|---|---|---|---|---|---|")?;
+    let micros = |m: &wrk::Measured| m.gateway_cpu_per_request.map_or(0.0, |d| d.as_secs_f64() * 1e6);
+    for (connections, without, with) in pairs {
+        let ratio = if micros(without) > 0.0 { micros(with) / micros(without) } else { f64::NAN };
+        writeln!(
+            out,
+            "| {connections} | {:.0} | {:.0} | {:.0} us | {:.0} us | {ratio:.2} |",
+            without.per_second,
+            with.per_second,
+            micros(without),
+            micros(with),
+        )?;
+    }
+    Ok(out)
 }
 
 fn env_seconds(name: &str, default: u64) -> Duration {
