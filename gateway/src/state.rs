@@ -3,8 +3,10 @@
 //! Owns what a request needs besides its own input: the live config, the bounded engine, the
 //! metrics, the kill switches, the authenticator and the ingest ledger. [`AppState::search`] is
 //! the only path from a surface to the engine's search, [`AppState::ingest`] the only one to
-//! [`crate::ingest`]: both apply `bindUserIdToSubject`, and record the metrics, the span and one
-//! log event per call (provider, operation, outcome, error code, counts: never the query or content).
+//! [`crate::ingest`]: both apply `bindUserIdToSubject`, and record the metrics, the audit event, the
+//! span (only while traces are exported) and, at `debug`, one log event per call (provider,
+//! operation, outcome, error code, counts: never the query or content). Counters are always kept; a
+//! log line per call is opt-in because formatting it costs more than the rest of a cheap call.
 
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -171,7 +173,7 @@ impl AppState {
         elapsed: Duration,
     ) {
         self.metrics.record(&provider.name, operation, Outcome::Refused(code), elapsed);
-        tracing::info!(provider = %provider.name, operation = operation.as_str(), outcome = "refused", error_code = code, "call refused");
+        tracing::debug!(provider = %provider.name, operation = operation.as_str(), outcome = "refused", error_code = code, "call refused");
         let facts = CallFacts { caller, error_code: Some(code), ..CallFacts::default() };
         self.audit.record(&provider.key(), operation, refusal_outcome(code), elapsed, facts);
     }
@@ -370,7 +372,7 @@ impl<'a> Recording<'a> {
         let _entered = self.span.enter();
         let duration_ms = u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX);
         if self.operation == Operation::NexentIngest {
-            tracing::info!(
+            tracing::debug!(
                 provider = %self.provider.name,
                 operation = self.operation.as_str(),
                 outcome = name,
@@ -381,7 +383,7 @@ impl<'a> Recording<'a> {
             );
             return;
         }
-        tracing::info!(
+        tracing::debug!(
             provider = %self.provider.name,
             operation = self.operation.as_str(),
             outcome = name,

@@ -85,6 +85,11 @@ pub fn is_rmcp_error_answer(meta: &Metadata<'_>) -> bool {
 /// The span of one provider call on `operation`'s surface; outcome fields are recorded by
 /// [`finish_span`].
 pub fn provider_span(operation: Operation, provider: &str) -> Span {
+    if !memgate_telemetry::exporting() {
+        // Nothing would receive it: the log layer does not need the span (the debug-level call
+        // line carries the same fields), and creating one costs a few microseconds per call.
+        return Span::none();
+    }
     match operation {
         Operation::NexentSearch => tracing::info_span!(
             NEXENT_SPAN,

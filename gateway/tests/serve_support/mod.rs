@@ -187,7 +187,9 @@ fn command_wrapped(
         .env_remove("EXTERNAL_MEMORY_SEARCH_ENABLED")
         .env_remove("EXTERNAL_MEMORY_INGEST_ENABLED")
         .env_remove("KUBERNETES_SERVICE_HOST")
-        .env("RUST_LOG", "info")
+        // The per-call lines are at debug: with them on, every test's "never in the logs" check
+        // also covers what a call logs.
+        .env("RUST_LOG", "info,memgate_gateway=debug")
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::from(log_file))
