@@ -77,6 +77,16 @@ pub struct UpstreamLimits {
     pub max_in_flight: Option<u32>,
 }
 
+impl ProviderLimits {
+    /// True when a limit is a rate the replicas share through the gateway's Redis store (every
+    /// limit but `upstream.maxInFlight`, which is per replica).
+    pub fn has_shared_rates(&self) -> bool {
+        self.per_caller.is_some()
+            || self.per_caller_ingest.is_some()
+            || self.upstream.is_some_and(|u| u.requests_per_second.is_some())
+    }
+}
+
 impl CallRate {
     /// The burst, defaulted to one minute's worth.
     pub fn burst(&self) -> u32 {

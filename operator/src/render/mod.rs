@@ -160,7 +160,9 @@ pub enum RenderError {
 pub fn render(input: &GatewayInput<'_>, settings: &GatewaySettings) -> Result<Gateway, RenderError> {
     let files = config::render_files(input, &settings.default_plugin_claim)?;
     let ingests = input.served.iter().any(|p| p.spec.nexent.ingest);
-    let shared_ledger = ingests && input.ledger_available && settings.ledger.is_some();
+    // The Redis store also shares the providers' rate limits across replicas (`spec.limits`).
+    let rate_limited = input.served.iter().any(|p| p.spec.limits.as_ref().is_some_and(|l| l.has_shared_rates()));
+    let shared_ledger = (ingests || rate_limited) && input.ledger_available && settings.ledger.is_some();
     let single_writer = ingests && !shared_ledger;
     let (scale, replica_note) = if single_writer {
         let note = match &settings.ledger {

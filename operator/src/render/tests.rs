@@ -331,6 +331,26 @@ fn ingest_without_a_shared_ledger_runs_one_replica_and_never_two_pods_at_once() 
 }
 
 #[test]
+fn rate_limits_share_the_redis_store_even_without_ingest() {
+    let mut with_ledger = settings();
+    with_ledger.ledger = Some(LedgerSecret { name: "memgate-ledger".into(), key: "url".into() });
+    let has_ledger_env = |limits: Value| {
+        let a = spec(json!({"nexent": {"search": true}, "limits": limits}));
+        let shared = GatewayInput {
+            ledger_available: true,
+            ..input(vec![ServedProvider { name: "a", spec: &a, preset: None }])
+        };
+        let gateway = render(&shared, &with_ledger).expect("renders");
+        assert_eq!(gateway.replicas, 2, "search only: never pinned to one replica");
+        container(&gateway, "gateway").env.clone().expect("env").iter().any(|e| e.name == "MEMGATE_INGEST_LEDGER")
+    };
+    assert!(has_ledger_env(json!({"perCaller": {"requestsPerMinute": 60}})));
+    assert!(has_ledger_env(json!({"upstream": {"requestsPerSecond": 5}})));
+    assert!(!has_ledger_env(json!({"upstream": {"maxInFlight": 4}})), "per replica: nothing to share");
+    assert!(!has_ledger_env(json!({})));
+}
+
+#[test]
 fn config_hash_follows_the_config_and_the_mounted_set_only() {
     let a = spec(json!({}));
     let render_with = |s: &MemoryProviderSpec| {
