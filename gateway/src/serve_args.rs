@@ -159,6 +159,10 @@ pub struct ListenerArgs {
     /// Most concurrent HTTP/2 streams per connection.
     #[arg(long, default_value_t = limits::DEFAULT_H2_MAX_STREAMS, value_parser = clap::value_parser!(u32).range(1..=1000))]
     pub h2_max_streams: u32,
+    /// Most bytes of large response bodies (over 64 KiB each) held at once for clients that have not
+    /// read them yet; a large answer beyond it gets 503 (retryable) instead of pinning memory.
+    #[arg(long, default_value_t = limits::DEFAULT_MAX_HELD_RESPONSE_BYTES, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1024 * 1024..=16 * 1024 * 1024 * 1024))]
+    pub max_held_response_bytes: usize,
     /// After a shutdown signal, how long in-flight requests get to finish.
     #[arg(long, default_value_t = millis(limits::DEFAULT_SHUTDOWN_TIMEOUT), value_parser = clap::value_parser!(u64).range(0..=600_000))]
     pub shutdown_timeout_ms: u64,
@@ -176,6 +180,7 @@ impl ListenerArgs {
             write_timeout: Duration::from_millis(self.write_timeout_ms),
             max_header_bytes: self.max_header_bytes,
             h2_max_streams: self.h2_max_streams,
+            max_held_response_bytes: self.max_held_response_bytes,
         }
     }
 }

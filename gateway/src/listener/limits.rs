@@ -21,6 +21,11 @@ pub const DEFAULT_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(30);
 pub const DEFAULT_MAX_HEADER_BYTES: usize = 64 * 1024;
 /// Default most concurrent HTTP/2 streams per connection.
 pub const DEFAULT_H2_MAX_STREAMS: u32 = 32;
+/// Default most bytes of response bodies held for readers that have not taken them yet.
+pub const DEFAULT_MAX_HELD_RESPONSE_BYTES: usize = 32 * 1024 * 1024;
+/// Responses up to this size are never counted against the held-bytes budget (every ordinary
+/// answer: a budget exhausted by slow readers of large answers never refuses a small one).
+pub const UNCOUNTED_RESPONSE_BYTES: usize = 64 * 1024;
 /// Largest request body of any route (Nexent's 1 MiB); routes enforce their own lower limits.
 pub const MAX_BODY_BYTES: usize = 1024 * 1024;
 /// Connections of the admin port (health, readiness, metrics): enough for probes and scrapers.
@@ -59,6 +64,10 @@ pub struct ListenerLimits {
     pub max_header_bytes: usize,
     /// Concurrent HTTP/2 streams per connection.
     pub h2_max_streams: u32,
+    /// Most bytes of response bodies over [`UNCOUNTED_RESPONSE_BYTES`] held at once for readers
+    /// that have not taken them yet; a larger answer beyond it is refused with 503 (its body freed
+    /// at once) instead of held. Bounds the memory stalled readers can pin until the write timeout.
+    pub max_held_response_bytes: usize,
 }
 
 impl Default for ListenerLimits {
@@ -72,6 +81,7 @@ impl Default for ListenerLimits {
             write_timeout: DEFAULT_WRITE_TIMEOUT,
             max_header_bytes: DEFAULT_MAX_HEADER_BYTES,
             h2_max_streams: DEFAULT_H2_MAX_STREAMS,
+            max_held_response_bytes: DEFAULT_MAX_HELD_RESPONSE_BYTES,
         }
     }
 }

@@ -82,8 +82,12 @@ impl Listener {
     pub async fn run(self, mut shutdown: watch::Receiver<bool>, drain: Duration) {
         let Listener { name, socket, router, limits } = self;
         let builder = Arc::new(connection::builder(&limits));
-        let shared =
-            Arc::new(Shared { router, in_flight: Arc::new(Semaphore::new(limits.max_in_flight.max(1))), limits });
+        let shared = Arc::new(Shared {
+            router,
+            in_flight: Arc::new(Semaphore::new(limits.max_in_flight.max(1))),
+            held: request::HeldBytes::new(limits.max_held_response_bytes),
+            limits,
+        });
         let slots = Slots::new(limits.max_connections);
         let over_capacity = over_capacity_response();
         // Every connection task holds a clone; when all are gone, `recv` returns `None`.

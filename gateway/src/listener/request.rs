@@ -2,8 +2,10 @@
 //! size limits, and tracking the request until its response has been handed to the connection.
 //!
 //! It owns the answers given before routing (503 at the in-flight cap, 408 for a body that does
-//! not arrive in time, 413 for one that is too large, 400 for a broken one); everything else is the
-//! router's. Bodies are read here, whole, so no handler ever waits on a trickling client.
+//! not arrive in time, 413 for one that is too large, 400 for a broken one) and the one given after
+//! it (503 when a large answer would exceed the bytes held for slow readers, [`HeldBytes`]);
+//! everything else is the router's. Bodies are read here, whole, so no handler ever waits on a
+//! trickling client.
 
 use std::convert::Infallible;
 use std::pin::Pin;
@@ -21,7 +23,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tower::ServiceExt;
 
 use super::activity::{Activity, InFlight};
-use super::limits::{ListenerLimits, MAX_BODY_BYTES};
+use super::limits::{ListenerLimits, MAX_BODY_BYTES, UNCOUNTED_RESPONSE_BYTES};
 
 /// What every request of one listener shares.
 pub struct Shared {
@@ -29,6 +31,8 @@ pub struct Shared {
     pub router: Router,
     /// Permits for requests in flight (the listener's `max_in_flight`).
     pub in_flight: Arc<Semaphore>,
+    /// The budget of large response bytes held for readers.
+    pub held: HeldBytes,
     /// The limits.
     pub limits: ListenerLimits,
 }
@@ -64,13 +68,51 @@ pub async fn serve(
         Ok(response) => response,
         Err(never) => match never {},
     };
-    Ok(finish(response, guard, Some(permit)))
+    let Ok(held) = shared.held.take(response.body().size_hint().exact()) else {
+        // Dropping the response frees its body now rather than when a stalled reader times out.
+        return Ok(finish(refusal(StatusCode::SERVICE_UNAVAILABLE, HELD_FULL), guard, Some(permit)));
+    };
+    Ok(finish_held(response, guard, Some(permit), held))
+}
+
+/// The budget of response bytes held for readers that have not taken them yet, in KiB permits.
+/// Answers of at most [`UNCOUNTED_RESPONSE_BYTES`] (and streams of unknown length) are not counted.
+pub struct HeldBytes {
+    kib: Arc<Semaphore>,
+    total_kib: usize,
+}
+
+/// The budget is spent.
+#[derive(Debug)]
+pub struct HeldFull;
+
+impl HeldBytes {
+    /// A budget of `max_bytes` (at least 1 KiB).
+    pub fn new(max_bytes: usize) -> HeldBytes {
+        let total_kib = (max_bytes / 1024).max(1);
+        HeldBytes { kib: Arc::new(Semaphore::new(total_kib)), total_kib }
+    }
+
+    /// Hold a body of `length` bytes (`None`: unknown) until the returned permit is dropped.
+    pub fn take(&self, length: Option<u64>) -> Result<Option<OwnedSemaphorePermit>, HeldFull> {
+        let Some(length) = length.filter(|n| *n > UNCOUNTED_RESPONSE_BYTES as u64) else { return Ok(None) };
+        let kib = usize::try_from(length.div_ceil(1024)).unwrap_or(usize::MAX).min(self.total_kib);
+        let kib = u32::try_from(kib).unwrap_or(u32::MAX);
+        Arc::clone(&self.kib).try_acquire_many_owned(kib).map(Some).map_err(|_| HeldFull)
+    }
+
+    /// KiB of the budget free now.
+    #[cfg(test)]
+    fn available_kib(&self) -> usize {
+        self.kib.available_permits()
+    }
 }
 
 const BUSY: &str = "The gateway is serving as many requests as it allows; retry later.";
 const TOO_LARGE: &str = "The request body is too large.";
 const BROKEN: &str = "The request body could not be read.";
 const SLOW_BODY: &str = "The request body did not arrive in time.";
+const HELD_FULL: &str = "The gateway holds as many answer bytes for slow readers as it allows; retry later.";
 
 /// A refusal in the gateway's error JSON (`{code, severity, message, retry_after_seconds}`); the
 /// connection is closed after it (the rest of the body is not read). 503 asks to retry after a
@@ -98,15 +140,33 @@ fn refusal(status: StatusCode, message: &'static str) -> Response<Body> {
 
 /// Mark the response ready and track its body until it is sent.
 fn finish(response: Response<Body>, guard: InFlight, permit: Option<OwnedSemaphorePermit>) -> Response<TrackedBody> {
-    guard.responding();
-    response.map(|inner| TrackedBody { inner, held: Some((guard, permit)) })
+    finish_held(response, guard, permit, None)
 }
 
-/// A response body that keeps its request in flight (and its in-flight permit) until the connection
-/// has written all but its buffer's worth of it, or the body is dropped.
+/// [`finish`], also holding `bytes` of the held-bytes budget until the body is sent.
+fn finish_held(
+    response: Response<Body>,
+    guard: InFlight,
+    permit: Option<OwnedSemaphorePermit>,
+    bytes: Option<OwnedSemaphorePermit>,
+) -> Response<TrackedBody> {
+    guard.responding();
+    response.map(|inner| TrackedBody { inner, held: Some(Held { _request: guard, _permit: permit, _bytes: bytes }) })
+}
+
+/// What a response keeps until it is sent: its request in flight, its in-flight permit and its
+/// share of the held-bytes budget.
+struct Held {
+    _request: InFlight,
+    _permit: Option<OwnedSemaphorePermit>,
+    _bytes: Option<OwnedSemaphorePermit>,
+}
+
+/// A response body that keeps its request in flight (and its in-flight permit, and its held bytes)
+/// until the connection has written all but its buffer's worth of it, or the body is dropped.
 pub struct TrackedBody {
     inner: Body,
-    held: Option<(InFlight, Option<OwnedSemaphorePermit>)>,
+    held: Option<Held>,
 }
 
 impl HttpBody for TrackedBody {
@@ -137,6 +197,22 @@ impl HttpBody for TrackedBody {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn large_answers_share_the_held_budget_and_small_ones_never_count() {
+        let held = HeldBytes::new(4 * 1024 * 1024);
+        assert!(held.take(Some(64 * 1024)).expect("small").is_none(), "at most 64 KiB is not counted");
+        assert!(held.take(None).expect("unknown").is_none(), "streams are not counted");
+        let first = held.take(Some(3 * 1024 * 1024)).expect("fits");
+        assert_eq!(held.available_kib(), 1024);
+        assert!(held.take(Some(2 * 1024 * 1024)).is_err(), "over the budget");
+        assert!(held.take(Some(10)).expect("small").is_none(), "small answers still pass");
+        drop(first);
+        assert_eq!(held.available_kib(), 4096, "returned when the body is sent or dropped");
+        let huge = held.take(Some(100 * 1024 * 1024)).expect("a body larger than the budget takes all of it");
+        assert_eq!(held.available_kib(), 0);
+        drop(huge);
+    }
 
     #[test]
     fn refusals_carry_the_error_json_and_close_the_connection() {
