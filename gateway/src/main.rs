@@ -43,11 +43,6 @@ use memgate_gateway::server::{admin_app, app, shutdown_signal};
 use memgate_gateway::state::{AppState, KillSwitches, Settings};
 use memgate_gateway::telemetry;
 
-/// mimalloc instead of glibc's malloc: a call allocates and frees many small buffers across the
-/// runtime's threads, where glibc's per-thread arenas cost measurably more (README "Benchmarks").
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 #[derive(Parser)]
 #[command(name = "memgate-gateway", version, about = "Serves memory providers over MCP and the Nexent API")]
 struct Cli {
