@@ -43,6 +43,7 @@ fi
 # The benchmark command (bench/run.sh) also needs the load generator.
 if [[ "${MEMGATE_PROVISION_BENCH:-0}" == 1 ]]; then
   NEEDS+=("apt:wrk:command -v wrk")                             # HTTP load generator of bench/run.sh
+  NEEDS+=("apt:nginx-light:test -x /usr/sbin/nginx")            # the plain reverse-proxy hop the gateway is read against
 fi
 
 log() { printf 'provision: %s\n' "$*" >&2; }

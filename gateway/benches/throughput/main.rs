@@ -1,6 +1,7 @@
 //! The gateway benchmark of issue 12: one run, one table.
 //!
-//! A fixed-answer Mem0-compatible upstream (about 1 KiB per answer) is called directly and through
+//! A fixed-answer Mem0-compatible upstream (about 1 KiB per answer) is called directly, through nginx
+//! as a plain reverse-proxy hop (the peer every gateway path is read against: issue 24), and through
 //! the release gateway (Nexent search, MCP `context_search` as a stateless 2026-07-28 client and as
 //! a handshake-era client), each at 1 and 32 connections with `wrk`, and once more at 16 connections
 //! (the per-provider upstream concurrency) against an upstream that takes 2 ms, as a real search
@@ -19,6 +20,7 @@
 //! skips the idle part.
 
 mod gateway;
+mod nginx;
 mod upstream;
 mod wrk;
 
@@ -29,6 +31,7 @@ use std::time::Duration;
 use anyhow::{Context, Result, ensure};
 use gateway::Gateway;
 use memgate_e2e::procfs;
+use nginx::Nginx;
 use serde_json::json;
 
 /// How long the second upstream takes per search.
@@ -52,23 +55,27 @@ fn main() -> Result<()> {
     write_config(&config, 1, upstream.address)?;
     std::fs::write(config.join("slow.yaml"), gateway::slow_provider_yaml(slow_upstream.address))?;
     let gw = Gateway::start(&config, 2, &work.path().join("gateway-load.log"))?;
+    let nginx = Nginx::start(&work.path().join("nginx"), upstream.address)?;
     let mut rows = Vec::new();
     let runs = [(1, &upstream, false), (32, &upstream, false), (SLOW_CONNECTIONS, &slow_upstream, true)];
     for (connections, target, slow) in runs {
-        for scenario in Scenario::ALL.into_iter().filter(|s| s.selected()) {
+        // The peer proxies to the fast upstream only.
+        let paths = Scenario::ALL.into_iter().filter(|s| s.selected() && !(slow && *s == Scenario::NginxHop));
+        for scenario in paths {
             let case = Case { scenario, connections, slow };
-            let measured = measure(work.path(), &case, target, &gw, seconds)?;
+            let measured = measure(work.path(), &case, target, Middle { gateway: &gw, nginx: &nginx }, seconds)?;
             eprintln!("{:<28} c={connections:<3} slow={slow:<5} {:>9.0} req/s", scenario.label(), measured.per_second);
             rows.push((case, measured));
         }
     }
     let load_peak = procfs::memory(gw.pid())?.peak;
     let accounted = if Scenario::NexentSearch.selected() {
-        measure_audit_and_limits(work.path(), &upstream, &gw, seconds)?
+        measure_audit_and_limits(work.path(), &upstream, Middle { gateway: &gw, nginx: &nginx }, seconds)?
     } else {
         Vec::new()
     };
     drop(gw);
+    drop(nginx);
 
     let mut idle = Vec::new();
     let idle_configs: &[usize] = if std::env::var_os("MEMGATE_BENCH_ONLY").is_some() { &[] } else { &[1, 100, 1000] };
@@ -96,7 +103,7 @@ fn main() -> Result<()> {
 fn measure_audit_and_limits(
     work: &Path,
     upstream: &upstream::Upstream,
-    plain: &Gateway,
+    plain: Middle<'_>,
     seconds: Duration,
 ) -> Result<Vec<(u32, wrk::Measured, wrk::Measured)>> {
     let config = work.join("config-audited");
@@ -110,7 +117,7 @@ fn measure_audit_and_limits(
     for connections in [1, 32] {
         let case = Case { scenario: Scenario::NexentSearch, connections, slow: false };
         let without = measure(work, &case, upstream, plain, seconds)?;
-        let with = measure(work, &case, upstream, &audited, seconds)?;
+        let with = measure(work, &case, upstream, Middle { gateway: &audited, ..plain }, seconds)?;
         eprintln!("audit + limits c={connections:<3} {:>9.0} vs {:>9.0} req/s", with.per_second, without.per_second);
         pairs.push((connections, without, with));
     }
@@ -170,18 +177,20 @@ struct Case {
 #[derive(Clone, Copy, PartialEq)]
 enum Scenario {
     Direct,
+    NginxHop,
     NexentSearch,
     McpStateless,
     McpLegacy,
 }
 
 impl Scenario {
-    const ALL: [Scenario; 4] = [Scenario::Direct, Scenario::NexentSearch, Scenario::McpStateless, Scenario::McpLegacy];
+    const ALL: [Scenario; 5] =
+        [Scenario::Direct, Scenario::NginxHop, Scenario::NexentSearch, Scenario::McpStateless, Scenario::McpLegacy];
 
     /// Whether `MEMGATE_BENCH_ONLY` (unset: everything) asks for this path; the baseline always runs.
     fn selected(self) -> bool {
         let key = match self {
-            Scenario::Direct => return true,
+            Scenario::Direct | Scenario::NginxHop => return true,
             Scenario::NexentSearch => "nexent",
             Scenario::McpStateless => "mcp-stateless",
             Scenario::McpLegacy => "mcp-legacy",
@@ -192,16 +201,18 @@ impl Scenario {
     fn label(self) -> &'static str {
         match self {
             Scenario::Direct => "direct to the upstream",
+            Scenario::NginxHop => "nginx reverse proxy (the peer)",
             Scenario::NexentSearch => "gateway, Nexent search",
             Scenario::McpStateless => "gateway, MCP 2026-07-28",
             Scenario::McpLegacy => "gateway, MCP 2025-11-25",
         }
     }
 
-    /// URL, headers and body of one request.
+    /// URL, headers and body of one request (`nginx`: the peer's address, proxying to `upstream`).
     fn request(
         self,
         upstream: &str,
+        nginx: &str,
         gateway: &str,
         provider: &str,
     ) -> (String, Vec<(&'static str, &'static str)>, String) {
@@ -218,8 +229,8 @@ impl Scenario {
         };
         let accept = ("Accept", "application/json, text/event-stream");
         match self {
-            Scenario::Direct => (
-                format!("http://{upstream}/search"),
+            Scenario::Direct | Scenario::NginxHop => (
+                format!("http://{}/search", if self == Scenario::NginxHop { nginx } else { upstream }),
                 vec![("X-API-Key", gateway::UPSTREAM_KEY), ("Accept", "application/json")],
                 json!({"query": QUERY, "filters": {"user_id": "bench", "agent_id": "bench"}, "top_k": 5}).to_string(),
             ),
@@ -247,10 +258,28 @@ impl Scenario {
     /// What a successful answer contains (checked once before the load; `wrk` then counts non-2xx).
     fn success_marker(self) -> &'static str {
         match self {
-            Scenario::Direct => "\"results\"",
+            Scenario::Direct | Scenario::NginxHop => "\"results\"",
             Scenario::NexentSearch => "\"content\"",
             Scenario::McpStateless | Scenario::McpLegacy => "\"isError\":false",
         }
+    }
+}
+
+/// The processes between `wrk` and the upstream whose CPU time a run reads.
+#[derive(Clone, Copy)]
+struct Middle<'a> {
+    gateway: &'a Gateway,
+    nginx: &'a Nginx,
+}
+
+impl Middle<'_> {
+    /// CPU time so far of the process serving `scenario` (`None` for the direct baseline).
+    fn cpu_time(&self, scenario: Scenario) -> Result<Option<Duration>> {
+        Ok(match scenario {
+            Scenario::Direct => None,
+            Scenario::NginxHop => Some(self.nginx.cpu_time()?),
+            _ => Some(procfs::cpu_time(self.gateway.pid())?),
+        })
     }
 }
 
@@ -258,12 +287,13 @@ fn measure(
     work: &Path,
     case: &Case,
     upstream: &upstream::Upstream,
-    gw: &Gateway,
+    middle: Middle<'_>,
     seconds: Duration,
 ) -> Result<wrk::Measured> {
     let (scenario, connections) = (&case.scenario, case.connections);
     let provider = if case.slow { gateway::SLOW_PROVIDER } else { "bench" };
-    let (url, headers, body) = scenario.request(&upstream.address.to_string(), &gw.base, provider);
+    let nginx = middle.nginx.address.to_string();
+    let (url, headers, body) = scenario.request(&upstream.address.to_string(), &nginx, &middle.gateway.base, provider);
     if *scenario == Scenario::McpLegacy {
         // A handshake-era client initializes first; the stateless gateway hands out no session.
         let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
@@ -281,11 +311,12 @@ fn measure(
     let load = wrk::Load { url: &url, headers: &headers, body: &body };
     wrk::run(work, &load, connections, Duration::from_secs(2)).context("warm-up")?;
     let searches_before = upstream.searches();
-    let cpu_before = procfs::cpu_time(gw.pid())?;
+    let cpu_before = middle.cpu_time(*scenario)?;
     let mut measured = wrk::run(work, &load, connections, seconds)?;
-    let cpu = procfs::cpu_time(gw.pid())?.saturating_sub(cpu_before);
-    measured.gateway_cpu_per_request =
-        (*scenario != Scenario::Direct).then(|| cpu.div_f64(measured.requests.max(1) as f64));
+    let cpu_after = middle.cpu_time(*scenario)?;
+    measured.gateway_cpu_per_request = cpu_before
+        .zip(cpu_after)
+        .map(|(before, after)| after.saturating_sub(before).div_f64(measured.requests.max(1) as f64));
     let upstream_calls = upstream.searches() - searches_before;
     // Every measured request must have reached the upstream once (wrk counts only answers it read;
     // a request cut off at the end may still have been sent, so the upstream may count a few more).
@@ -321,47 +352,66 @@ fn report(rows: &[Row], load_peak: u64, idle: &[(usize, u64, Duration)], idle_wi
     writeln!(out, "\n## Gateway: throughput and latency (wrk, ~1 KiB upstream answers)\n")?;
     writeln!(
         out,
-        "Upstream answering at once, at 1 and 32 connections; then one taking {} ms per search, at {SLOW_CONNECTIONS}.\n",
+        "Upstream answering at once, at 1 and 32 connections; then one taking {} ms per search, at {SLOW_CONNECTIONS}. \
+         \"vs nginx\" is req/s over the nginx hop's at the same connections, \"CPU vs nginx\" the middle process's CPU per \
+         request over nginx's (master and workers).\n",
         SLOW_UPSTREAM.as_millis()
     )?;
     writeln!(
         out,
-        "| path | conns | req/s | ratio to direct | p50 | p99 | added p50 | added p99 | gateway CPU per request | target |"
+        "| path | conns | req/s | vs direct | vs nginx | p50 | p99 | added p99 over nginx | CPU per request | CPU vs nginx | target (issue 24) |"
     )?;
-    writeln!(out, "|---|---|---|---|---|---|---|---|---|---|")?;
+    writeln!(out, "|---|---|---|---|---|---|---|---|---|---|---|")?;
     for (case, m) in rows {
         let (scenario, connections) = (&case.scenario, &case.connections);
-        let direct = rows
-            .iter()
-            .find(|(c, _)| c.scenario == Scenario::Direct && c.connections == *connections && c.slow == case.slow)
-            .map(|(_, d)| *d)
-            .context("a direct row")?;
+        let same = |wanted: Scenario, slow: bool| {
+            rows.iter()
+                .find(|(c, _)| c.scenario == wanted && c.connections == *connections && c.slow == slow)
+                .map(|(_, d)| *d)
+        };
+        let direct = same(Scenario::Direct, case.slow).context("a direct row")?;
+        // The peer runs against the fast upstream only.
+        let peer = same(Scenario::NginxHop, false).filter(|_| !case.slow);
+        let micros = |m: &wrk::Measured| m.gateway_cpu_per_request.map(|d| d.as_secs_f64() * 1e6);
         let ratio = m.per_second / direct.per_second;
-        let target = match (scenario, connections) {
-            (Scenario::Direct, _) => "baseline".to_string(),
-            (_, _) if case.slow => "-".to_string(),
-            (Scenario::NexentSearch | Scenario::McpStateless | Scenario::McpLegacy, 32) => {
-                format!("ratio >= 0.5: {}", verdict(ratio >= 0.5))
-            }
-            (_, _) => {
-                let extra = m.p99.saturating_sub(direct.p99);
-                format!("added p99 <= 2 ms: {}", verdict(extra <= Duration::from_millis(2)))
-            }
+        let vs_peer = peer.map(|p| m.per_second / p.per_second);
+        let cpu_vs_peer = peer.and_then(|p| Some(micros(m)? / micros(&p)?));
+        let added_over_peer = peer.map(|p| added(m.p99, p.p99));
+        let (cpu_bound, rate_bound) = match scenario {
+            Scenario::NexentSearch => (2.0, 0.5),
+            _ => (3.0, 0.35),
         };
-        let (added_p50, added_p99) = if *scenario == Scenario::Direct {
-            ("-".to_string(), "-".to_string())
-        } else {
-            (added(m.p50, direct.p50), added(m.p99, direct.p99))
+        let target = match (scenario, connections, vs_peer, cpu_vs_peer) {
+            (Scenario::Direct, _, _, _) => "baseline".to_string(),
+            (Scenario::NginxHop, _, _, _) => "the peer".to_string(),
+            (_, 32, Some(rate), Some(cpu)) => format!(
+                "req/s >= {rate_bound}x: {}; CPU <= {cpu_bound}x: {}",
+                verdict(rate >= rate_bound),
+                verdict(cpu <= cpu_bound)
+            ),
+            (_, 1, _, Some(cpu)) => {
+                let extra = peer.map_or(Duration::ZERO, |p| m.p99.saturating_sub(p.p99));
+                format!(
+                    "added p99 <= 0.3 ms: {}; CPU <= {cpu_bound}x: {}",
+                    verdict(extra <= Duration::from_micros(300)),
+                    verdict(cpu <= cpu_bound)
+                )
+            }
+            _ => "-".to_string(),
         };
-        let cpu = m.gateway_cpu_per_request.map_or("-".to_string(), |d| format!("{:.0} us", d.as_secs_f64() * 1e6));
+        let dash = || "-".to_string();
+        let cpu = micros(m).map_or_else(dash, |us| format!("{us:.0} us"));
         let upstream = if case.slow { format!(", {} ms upstream", SLOW_UPSTREAM.as_millis()) } else { String::new() };
         writeln!(
             out,
-            "| {}{upstream} | {connections} | {:.0} | {ratio:.2} | {} | {} | {added_p50} | {added_p99} | {cpu} | {target} |",
+            "| {}{upstream} | {connections} | {:.0} | {ratio:.2} | {} | {} | {} | {} | {cpu} | {} | {target} |",
             scenario.label(),
             m.per_second,
+            vs_peer.map_or_else(dash, |r| format!("{r:.2}")),
             ms(m.p50),
             ms(m.p99),
+            added_over_peer.filter(|_| *scenario != Scenario::NginxHop).unwrap_or_else(dash),
+            cpu_vs_peer.filter(|_| *scenario != Scenario::NginxHop).map_or_else(dash, |r| format!("{r:.1}x")),
         )?;
     }
     writeln!(out, "\n## Gateway: memory, idle cost, size\n")?;
