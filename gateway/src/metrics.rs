@@ -115,6 +115,54 @@ impl AuthChecks {
     }
 }
 
+/// Counters of the audit stream ([`crate::audit`]).
+#[derive(Debug, Clone, Default)]
+pub struct AuditCounters {
+    /// Events written.
+    pub written: Counter,
+    /// Events dropped because the queue was full (or the writer failed).
+    pub dropped: Counter,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct LimitLabels {
+    provider: String,
+    limit: &'static str,
+}
+
+/// Counters of the limits ([`crate::limits`]).
+#[derive(Debug, Clone, Default)]
+pub struct LimitCounters {
+    limited: Family<LimitLabels, Counter>,
+    fallbacks: Counter,
+}
+
+impl LimitCounters {
+    /// Register the families in `registry`.
+    fn register(&self, registry: &mut Registry) {
+        registry.register(
+            "memgate_gateway_limited",
+            "Calls refused by a provider's spec.limits, by limit",
+            self.limited.clone(),
+        );
+        registry.register(
+            "memgate_gateway_limit_store_fallbacks",
+            "Limit checks decided by the replica's own buckets because the Redis store was unavailable",
+            self.fallbacks.clone(),
+        );
+    }
+
+    /// Count one call of `provider` refused by `limit`.
+    pub fn limited(&self, provider: &str, limit: &'static str) {
+        self.limited.get_or_create(&LimitLabels { provider: provider.to_string(), limit }).inc();
+    }
+
+    /// Count one check decided locally because the store was unavailable.
+    pub fn fallback(&self) {
+        self.fallbacks.inc();
+    }
+}
+
 /// The registry and the gateway's metric families.
 pub struct Metrics {
     registry: Registry,
@@ -124,8 +172,8 @@ pub struct Metrics {
     units: Family<Labels, Counter>,
     auth_checks: AuthChecks,
     alive_tasks: Gauge,
-    audit: crate::audit::AuditCounters,
-    limits: crate::limits::LimitCounters,
+    audit: AuditCounters,
+    limits: LimitCounters,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -174,25 +222,25 @@ impl Metrics {
             "Tokio tasks alive in the gateway's runtime, read at scrape time",
             alive_tasks.clone(),
         );
-        let audit = crate::audit::AuditCounters::default();
+        let audit = AuditCounters::default();
         registry.register("memgate_gateway_audit_events", "Audit events written", audit.written.clone());
         registry.register(
             "memgate_gateway_audit_events_dropped",
             "Audit events dropped because the queue was full or the write failed",
             audit.dropped.clone(),
         );
-        let limits = crate::limits::LimitCounters::default();
+        let limits = LimitCounters::default();
         limits.register(&mut registry);
         Metrics { registry, requests, duration, results, units, auth_checks, alive_tasks, audit, limits }
     }
 
     /// The counters of the limits.
-    pub fn limit_counters(&self) -> crate::limits::LimitCounters {
+    pub fn limit_counters(&self) -> LimitCounters {
         self.limits.clone()
     }
 
     /// The counters of the audit stream.
-    pub fn audit_counters(&self) -> crate::audit::AuditCounters {
+    pub fn audit_counters(&self) -> AuditCounters {
         self.audit.clone()
     }
 

@@ -16,9 +16,10 @@ use std::time::Duration;
 use serde::Serialize;
 
 use crate::auth::Caller;
+pub use crate::metrics::AuditCounters;
 use crate::metrics::Operation;
 pub use digest::DigestKey;
-pub use sink::{AuditCounters, AuditLog, Destination};
+pub use sink::{AuditLog, Destination};
 
 /// Value of every event's `schema` key.
 pub const SCHEMA: &str = "memgate.io/audit/v1";

@@ -7,9 +7,8 @@ use std::io::{BufWriter, Write};
 use std::path::PathBuf;
 use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
 
-use prometheus_client::metrics::counter::Counter;
-
 use super::AuditEvent;
+use crate::metrics::AuditCounters;
 
 /// Events held between the request path and the writer by default.
 pub const DEFAULT_QUEUE_EVENTS: usize = 4096;
@@ -32,15 +31,6 @@ impl Destination {
             path => Ok(Destination::File(PathBuf::from(path))),
         }
     }
-}
-
-/// Counters of the audit stream, registered with the gateway's metrics.
-#[derive(Debug, Clone, Default)]
-pub struct AuditCounters {
-    /// Events written.
-    pub written: Counter,
-    /// Events dropped because the queue was full (or the writer failed).
-    pub dropped: Counter,
 }
 
 /// The request path's handle on the audit stream; cheap to clone.

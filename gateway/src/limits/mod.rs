@@ -23,14 +23,12 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use prometheus_client::encoding::EncodeLabelSet;
-use prometheus_client::metrics::counter::Counter;
-use prometheus_client::metrics::family::Family;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 
 use crate::auth::{Caller, CallerIdentity};
 use crate::config::Provider;
+use crate::metrics::LimitCounters;
 pub use bucket::{Rate, Verdict, retry_after_seconds};
 pub use local::LocalBuckets;
 pub use shared::SharedBuckets;
@@ -76,35 +74,6 @@ pub struct Limited {
 #[derive(Debug, Default)]
 pub struct Admission {
     _slot: Option<OwnedSemaphorePermit>,
-}
-
-#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct LimitLabels {
-    provider: String,
-    limit: &'static str,
-}
-
-/// The limits' metric families (registered by [`crate::metrics::Metrics`]).
-#[derive(Debug, Clone, Default)]
-pub struct LimitCounters {
-    limited: Family<LimitLabels, Counter>,
-    fallbacks: Counter,
-}
-
-impl LimitCounters {
-    /// Register the families in `registry`.
-    pub fn register(&self, registry: &mut prometheus_client::registry::Registry) {
-        registry.register(
-            "memgate_gateway_limited",
-            "Calls refused by a provider's spec.limits, by limit",
-            self.limited.clone(),
-        );
-        registry.register(
-            "memgate_gateway_limit_store_fallbacks",
-            "Limit checks decided by the replica's own buckets because the Redis store was unavailable",
-            self.fallbacks.clone(),
-        );
-    }
 }
 
 /// The gateway's limits: its buckets (local, and shared when a Redis store is configured) and the
@@ -223,7 +192,7 @@ impl Limiter {
             }
         }
         if self.shared.is_some() {
-            self.counters.fallbacks.inc();
+            self.counters.fallback();
         }
         let (verdict, untracked) = self.local.take(key, rate, cost, now_us());
         if untracked {
@@ -238,8 +207,7 @@ impl Limiter {
     }
 
     fn refused(&self, provider: &Provider, limit: Limit, retry_after_seconds: u64) -> Limited {
-        let labels = LimitLabels { provider: provider.name.clone(), limit: limit.as_str() };
-        self.counters.limited.get_or_create(&labels).inc();
+        self.counters.limited(&provider.name, limit.as_str());
         Limited { limit, retry_after_seconds }
     }
 }
