@@ -14,17 +14,16 @@ mod support;
 
 use std::time::Duration;
 
-use anyhow::{Context, Result, ensure};
-use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
+use anyhow::{Result, ensure};
 use k8s_openapi::api::core::v1::ServiceAccount;
+use kube::Api;
 use kube::api::{ObjectMeta, PostParams};
-use kube::{Api, Client};
 use memgate_e2e::ControlPlane;
 use memgate_gateway::auth::REVIEW_CACHE_TTL;
 use serde_json::{Value, json};
 use serve_support::{
-    Answer, CALLER_TOKEN, Gateway, ProviderYaml, UPSTREAM_KEY, mem0_results, secret_yaml, upstream_secret,
-    write_atomically,
+    Answer, CALLER_TOKEN, Gateway, ProviderYaml, UPSTREAM_KEY, mem0_results, secret_yaml, service_account_token,
+    upstream_secret, write_atomically,
 };
 use support::{Reply, Server};
 use tokio::time::Instant;
@@ -36,20 +35,6 @@ const QUERY: &str = "review outage probe 61c4";
 fn unavailable_body() -> Value {
     json!({"code": "provider_error", "severity": "retryable", "message": "Caller identity cannot be verified now.",
            "retry_after_seconds": null})
-}
-
-async fn service_account_token(client: &Client, namespace: &str, name: &str) -> Result<String> {
-    let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), namespace);
-    let request = TokenRequest {
-        spec: Some(TokenRequestSpec {
-            audiences: Some(vec![AUDIENCE.to_string()]),
-            expiration_seconds: Some(3600),
-            ..TokenRequestSpec::default()
-        }),
-        ..TokenRequest::default()
-    };
-    let issued = accounts.create_token_request(name, &PostParams::default(), &request).await?;
-    issued.status.and_then(|s| s.token).context("TokenRequest status.token")
 }
 
 /// An MCP `tools/call` of `context_search` at `provider`.
@@ -109,8 +94,8 @@ async fn without_the_api_server_only_callers_needing_a_review_are_refused_and_th
     };
     accounts.create(&PostParams::default(), &robot).await?;
     // Two tokens of the same ServiceAccount: `warm` is reviewed before the outage, `cold` is not.
-    let warm = service_account_token(&client, &namespace, "robot").await?;
-    let cold = service_account_token(&client, &namespace, "robot").await?;
+    let warm = service_account_token(&client, &namespace, "robot", AUDIENCE).await?;
+    let cold = service_account_token(&client, &namespace, "robot", AUDIENCE).await?;
 
     let upstream = Server::always(Reply::json(&mem0_results(2))).await;
     let dir = tempfile::tempdir()?;

@@ -7,14 +7,14 @@ mod serve_support;
 mod support;
 
 use anyhow::{Context, Result, ensure};
-use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec, TokenReview, TokenReviewSpec};
+use k8s_openapi::api::authentication::v1::{TokenReview, TokenReviewSpec};
 use k8s_openapi::api::core::v1::ServiceAccount;
 use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
 use kube::api::{ObjectMeta, PostParams};
 use kube::{Api, Client};
 use memgate_e2e::ControlPlane;
 use serde_json::json;
-use serve_support::{Gateway, ProviderYaml, body_of, mem0_results, upstream_secret};
+use serve_support::{Gateway, ProviderYaml, body_of, mem0_results, service_account_token, upstream_secret};
 use support::{Reply, Server};
 
 const AUDIENCE: &str = "memgate-test";
@@ -30,20 +30,6 @@ async fn create_service_account(client: &Client, namespace: &str, name: &str) ->
     Ok(())
 }
 
-async fn token(client: &Client, namespace: &str, name: &str, audience: &str) -> Result<String> {
-    let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), namespace);
-    let request = TokenRequest {
-        spec: Some(TokenRequestSpec {
-            audiences: Some(vec![audience.to_string()]),
-            expiration_seconds: Some(600),
-            ..TokenRequestSpec::default()
-        }),
-        ..TokenRequest::default()
-    };
-    let issued = accounts.create_token_request(name, &PostParams::default(), &request).await?;
-    issued.status.and_then(|s| s.token).context("TokenRequest status.token")
-}
-
 /// The HTTP status of one Nexent search at `provider` with `token`.
 async fn status_of(gateway: &Gateway, provider: &str, query: &serde_json::Value, token: String) -> u16 {
     gateway.search(provider, query, Some(&token)).await.status
@@ -57,9 +43,9 @@ async fn service_account_tokens_are_reviewed_for_the_provider_audience() -> Resu
     for name in ["robot", "intruder"] {
         create_service_account(&client, &namespace, name).await?;
     }
-    let robot = token(&client, &namespace, "robot", AUDIENCE).await?;
-    let robot_elsewhere = token(&client, &namespace, "robot", "another-audience").await?;
-    let intruder = token(&client, &namespace, "intruder", AUDIENCE).await?;
+    let robot = service_account_token(&client, &namespace, "robot", AUDIENCE).await?;
+    let robot_elsewhere = service_account_token(&client, &namespace, "robot", "another-audience").await?;
+    let intruder = service_account_token(&client, &namespace, "intruder", AUDIENCE).await?;
 
     let upstream = Server::always(Reply::json(&mem0_results(2))).await;
     let dir = tempfile::tempdir()?;
@@ -107,7 +93,7 @@ async fn bound_user_id_is_the_service_account_subject() -> Result<()> {
     let namespace = control_plane.new_namespace("gateway-bind").await?;
     let client = control_plane.client()?;
     create_service_account(&client, &namespace, "robot").await?;
-    let robot = token(&client, &namespace, "robot", AUDIENCE).await?;
+    let robot = service_account_token(&client, &namespace, "robot", AUDIENCE).await?;
 
     let upstream = Server::always(Reply::json(&mem0_results(2))).await;
     let dir = tempfile::tempdir()?;
@@ -152,10 +138,10 @@ async fn service_account_tokens_are_verified_offline_against_the_cluster_keys() 
     for name in ["robot", "intruder", "ephemeral"] {
         create_service_account(&client, &namespace, name).await?;
     }
-    let robot = token(&client, &namespace, "robot", AUDIENCE).await?;
-    let robot_elsewhere = token(&client, &namespace, "robot", "another-audience").await?;
-    let intruder = token(&client, &namespace, "intruder", AUDIENCE).await?;
-    let ephemeral = token(&client, &namespace, "ephemeral", AUDIENCE).await?;
+    let robot = service_account_token(&client, &namespace, "robot", AUDIENCE).await?;
+    let robot_elsewhere = service_account_token(&client, &namespace, "robot", "another-audience").await?;
+    let intruder = service_account_token(&client, &namespace, "intruder", AUDIENCE).await?;
+    let ephemeral = service_account_token(&client, &namespace, "ephemeral", AUDIENCE).await?;
 
     let upstream = Server::always(Reply::json(&mem0_results(1))).await;
     let dir = tempfile::tempdir()?;
