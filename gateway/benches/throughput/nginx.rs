@@ -70,11 +70,45 @@ impl Nginx {
 }
 
 impl Drop for Nginx {
+    /// Fast shutdown: SIGTERM to the master, which stops its workers and exits after them. A master
+    /// killed outright would leave its workers running (they do not notice the master is gone), so
+    /// SIGKILL goes to the workers too, and only when the master has not exited within 5 s.
     fn drop(&mut self) {
-        // The master is in the foreground (`daemon off`); its workers exit with it.
+        let master = self.child.id();
+        let workers = children(master);
+        if signal("TERM", master) && self.exited_within(Duration::from_secs(5)) {
+            return;
+        }
+        for worker in workers {
+            signal("KILL", worker);
+        }
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+impl Nginx {
+    /// Whether the master exited (and was reaped) within `limit`.
+    fn exited_within(&mut self, limit: Duration) -> bool {
+        let started = Instant::now();
+        while started.elapsed() < limit {
+            match self.child.try_wait() {
+                Ok(Some(_)) => return true,
+                Ok(None) => std::thread::sleep(Duration::from_millis(20)),
+                Err(_) => return false,
+            }
+        }
+        false
+    }
+}
+
+/// Send `SIGname` to `pid` with kill(1) (no `unsafe` here); whether it was delivered.
+fn signal(name: &str, pid: u32) -> bool {
+    Command::new("kill")
+        .args([format!("-{name}"), pid.to_string()])
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|status| status.success())
 }
 
 /// The pids whose parent is `parent` (from `/proc/<pid>/stat`, field 4).
