@@ -44,12 +44,16 @@ pub fn config_yaml(providers: usize, upstream: SocketAddr) -> String {
 /// The provider of the load config that points at the slow upstream.
 pub const SLOW_PROVIDER: &str = "bench-slow";
 
-/// One more provider, [`SLOW_PROVIDER`], pointing at `upstream` (same Secret as [`config_yaml`]).
-pub fn slow_provider_yaml(upstream: SocketAddr) -> String {
+/// The provider of the load config that points at the upstream with about 20 KiB answers.
+pub const LARGE_PROVIDER: &str = "bench-large";
+
+/// One more provider called `name`, pointing at `upstream`, for the folder of a [`config_yaml`]
+/// (it uses that file's Secret).
+pub fn provider_yaml(name: &str, upstream: SocketAddr) -> String {
     config_yaml(1, upstream)
         .split("---\n")
         .nth(1)
-        .map(|provider| provider.replacen("name: bench,", &format!("name: {SLOW_PROVIDER},"), 1))
+        .map(|provider| provider.replacen("name: bench,", &format!("name: {name},"), 1))
         .unwrap_or_default()
 }
 

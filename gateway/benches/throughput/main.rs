@@ -1,14 +1,16 @@
 //! The gateway benchmark of issue 12: one run, one table.
 //!
-//! A fixed-answer Mem0-compatible upstream (about 1 KiB per answer) is called directly, through nginx
+//! A fixed-answer Mem0-compatible upstream (about 1.5 KiB per answer) is called directly, through nginx
 //! as a plain reverse-proxy hop (the peer every gateway path is read against: issue 24), and through
 //! the release gateway (Nexent search, MCP `context_search` as a stateless 2026-07-28 client and as
 //! a handshake-era client), each at 1 and 32 connections with `wrk`, and once more at 16 connections
 //! (the per-provider upstream concurrency) against an upstream that takes 2 ms, as a real search
 //! would take at least; then the gateway's peak memory
 //! under that load, its idle memory and CPU with 1, 100 and 1000 providers, and the binaries' sizes;
-//! last, the cost of the audit trail and `spec.limits`: Nexent search through a gateway with neither
-//! and through one with both, CPU per request side by side.
+//! then how the cost grows (issue 24): Nexent search and the nginx hop at 32 connections against an
+//! upstream answering about 20 KiB, and Nexent search on the last provider of a gateway configured
+//! with 1000; last, the cost of the audit trail and `spec.limits`: Nexent search through a gateway
+//! with neither and through one with both, CPU per request side by side.
 //! Figures are printed beside the direct baseline measured in the same run, never asserted.
 //!
 //! `bench/run.sh` runs it (and installs `wrk`); by hand: `cargo bench -p memgate-gateway --bench
@@ -16,11 +18,13 @@
 //! `MEMGATE_BENCH_IDLE_SECONDS` (default 60, so one of the watcher's once-a-minute full reads falls
 //! inside) of each idle measurement; `MEMGATE_RELEASE_DIR` names the folder of the binaries to
 //! measure (default: the ones cargo built for this bench). For profiling one path,
-//! `MEMGATE_BENCH_ONLY=nexent|mcp-stateless|mcp-legacy` runs just it (and the direct baseline) and
-//! skips the idle part.
+//! `MEMGATE_BENCH_ONLY=nexent|mcp-stateless|mcp-legacy|20k|1000-providers|nginx` (comma-separated)
+//! runs just those (the direct and nginx baselines always run; `nginx` alone: only them) and skips
+//! the idle part.
 
 mod gateway;
 mod nginx;
+mod scaling;
 mod upstream;
 mod wrk;
 
@@ -46,6 +50,7 @@ fn main() -> Result<()> {
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
     let upstream = runtime.block_on(upstream::start(Duration::ZERO))?;
     let slow_upstream = runtime.block_on(upstream::start(SLOW_UPSTREAM))?;
+    let large_upstream = runtime.block_on(upstream::start_with(Duration::ZERO, upstream::large_answer_body()))?;
     let work = tempfile::tempdir()?;
     let seconds = env_seconds("MEMGATE_BENCH_SECONDS", 10);
     let idle_seconds = env_seconds("MEMGATE_BENCH_IDLE_SECONDS", 60);
@@ -53,24 +58,19 @@ fn main() -> Result<()> {
 
     let config = work.path().join("config-load");
     write_config(&config, 1, upstream.address)?;
-    std::fs::write(config.join("slow.yaml"), gateway::slow_provider_yaml(slow_upstream.address))?;
-    let gw = Gateway::start(&config, 2, &work.path().join("gateway-load.log"))?;
+    std::fs::write(config.join("slow.yaml"), gateway::provider_yaml(gateway::SLOW_PROVIDER, slow_upstream.address))?;
+    let large_yaml = gateway::provider_yaml(gateway::LARGE_PROVIDER, large_upstream.address);
+    std::fs::write(config.join("large.yaml"), large_yaml)?;
+    let gw = Gateway::start(&config, LOAD_PROVIDERS, &work.path().join("gateway-load.log"))?;
     let nginx = Nginx::start(&work.path().join("nginx"), upstream.address)?;
-    let mut rows = Vec::new();
-    let runs = [(1, &upstream, false), (32, &upstream, false), (SLOW_CONNECTIONS, &slow_upstream, true)];
-    for (connections, target, slow) in runs {
-        // The peer proxies to the fast upstream only.
-        let paths = Scenario::ALL.into_iter().filter(|s| s.selected() && !(slow && *s == Scenario::NginxHop));
-        for scenario in paths {
-            let case = Case { scenario, connections, slow };
-            let measured = measure(work.path(), &case, target, Middle { gateway: &gw, nginx: &nginx }, seconds)?;
-            eprintln!("{:<28} c={connections:<3} slow={slow:<5} {:>9.0} req/s", scenario.label(), measured.per_second);
-            rows.push((case, measured));
-        }
-    }
+    let fast = Route { gateway: &gw, nginx: &nginx, upstream: &upstream, provider: "bench" };
+    let slow = Route { upstream: &slow_upstream, provider: gateway::SLOW_PROVIDER, ..fast };
+    let rows = measure_rows(work.path(), fast, slow, seconds)?;
     let load_peak = procfs::memory(gw.pid())?.peak;
+    let large = Route { upstream: &large_upstream, provider: gateway::LARGE_PROVIDER, ..fast };
+    let scaled = scaling::run(work.path(), &rows, fast, large, seconds)?;
     let accounted = if Scenario::NexentSearch.selected() {
-        measure_audit_and_limits(work.path(), &upstream, Middle { gateway: &gw, nginx: &nginx }, seconds)?
+        measure_audit_and_limits(work.path(), fast, seconds)?
     } else {
         Vec::new()
     };
@@ -92,9 +92,34 @@ fn main() -> Result<()> {
         idle.push((providers, rss, cpu));
     }
 
-    print!("{}", report(&rows, load_peak, &idle, idle_seconds)?);
+    print!("{}", report(&rows)?);
+    print!("{}", scaling::report(&scaled)?);
+    print!("{}", memory_report(load_peak, &idle, idle_seconds)?);
     print!("{}", audit_and_limits_report(&accounted)?);
     Ok(())
+}
+
+/// Providers of the load gateway: `bench`, [`gateway::SLOW_PROVIDER`], [`gateway::LARGE_PROVIDER`].
+const LOAD_PROVIDERS: usize = 3;
+
+/// The rows of the main table: every selected path at 1 and 32 connections through `fast`, then
+/// at [`SLOW_CONNECTIONS`] through `slow` (the nginx peer proxies to the fast upstream only).
+fn measure_rows(work: &Path, fast: Route<'_>, slow: Route<'_>, seconds: Duration) -> Result<Vec<Row>> {
+    let mut rows = Vec::new();
+    for (connections, route, is_slow) in [(1, fast, false), (32, fast, false), (SLOW_CONNECTIONS, slow, true)] {
+        let paths = Scenario::ALL.into_iter().filter(|s| s.selected() && !(is_slow && *s == Scenario::NginxHop));
+        for scenario in paths {
+            let case = Case { scenario, connections, slow: is_slow };
+            let measured = measure(work, &case, route, seconds)?;
+            eprintln!(
+                "{:<30} c={connections:<3} slow={is_slow:<5} {:>9.0} req/s",
+                scenario.label(),
+                measured.per_second
+            );
+            rows.push((case, measured));
+        }
+    }
+    Ok(rows)
 }
 
 /// Nexent search at 1 and 32 connections through `plain` and through a second gateway that writes
@@ -102,13 +127,12 @@ fn main() -> Result<()> {
 /// [`gateway::NEVER_REFUSING_LIMITS`]: the pairs (plain, audited) per connection count.
 fn measure_audit_and_limits(
     work: &Path,
-    upstream: &upstream::Upstream,
-    plain: Middle<'_>,
+    plain: Route<'_>,
     seconds: Duration,
 ) -> Result<Vec<(u32, wrk::Measured, wrk::Measured)>> {
     let config = work.join("config-audited");
     std::fs::create_dir_all(&config)?;
-    std::fs::write(config.join("providers.yaml"), gateway::limited_config_yaml(upstream.address))?;
+    std::fs::write(config.join("providers.yaml"), gateway::limited_config_yaml(plain.upstream.address))?;
     let audit = work.join("audit.jsonl");
     let audit_arg = audit.to_str().context("a UTF-8 path")?;
     let log = work.join("gateway-audited.log");
@@ -116,8 +140,8 @@ fn measure_audit_and_limits(
     let mut pairs = Vec::new();
     for connections in [1, 32] {
         let case = Case { scenario: Scenario::NexentSearch, connections, slow: false };
-        let without = measure(work, &case, upstream, plain, seconds)?;
-        let with = measure(work, &case, upstream, Middle { gateway: &audited, ..plain }, seconds)?;
+        let without = measure(work, &case, plain, seconds)?;
+        let with = measure(work, &case, Route { gateway: &audited, ..plain }, seconds)?;
         eprintln!("audit + limits c={connections:<3} {:>9.0} vs {:>9.0} req/s", with.per_second, without.per_second);
         pairs.push((connections, without, with));
     }
@@ -173,7 +197,7 @@ struct Case {
     slow: bool,
 }
 
-/// The four ways of asking for the same search.
+/// The ways of asking for the same search.
 #[derive(Clone, Copy, PartialEq)]
 enum Scenario {
     Direct,
@@ -187,15 +211,15 @@ impl Scenario {
     const ALL: [Scenario; 5] =
         [Scenario::Direct, Scenario::NginxHop, Scenario::NexentSearch, Scenario::McpStateless, Scenario::McpLegacy];
 
-    /// Whether `MEMGATE_BENCH_ONLY` (unset: everything) asks for this path; the baseline always runs.
+    /// Whether `MEMGATE_BENCH_ONLY` (unset: everything) asks for this path; the baselines (direct
+    /// and the nginx peer) always run.
     fn selected(self) -> bool {
-        let key = match self {
-            Scenario::Direct | Scenario::NginxHop => return true,
-            Scenario::NexentSearch => "nexent",
-            Scenario::McpStateless => "mcp-stateless",
-            Scenario::McpLegacy => "mcp-legacy",
-        };
-        std::env::var("MEMGATE_BENCH_ONLY").map_or(true, |only| only.split(',').any(|k| k.trim() == key))
+        match self {
+            Scenario::Direct | Scenario::NginxHop => true,
+            Scenario::NexentSearch => only("nexent"),
+            Scenario::McpStateless => only("mcp-stateless"),
+            Scenario::McpLegacy => only("mcp-legacy"),
+        }
     }
 
     fn label(self) -> &'static str {
@@ -265,14 +289,22 @@ impl Scenario {
     }
 }
 
-/// The processes between `wrk` and the upstream whose CPU time a run reads.
-#[derive(Clone, Copy)]
-struct Middle<'a> {
-    gateway: &'a Gateway,
-    nginx: &'a Nginx,
+/// Whether `MEMGATE_BENCH_ONLY` is unset or names `key` among its comma-separated keys.
+fn only(key: &str) -> bool {
+    std::env::var("MEMGATE_BENCH_ONLY").map_or(true, |only| only.split(',').any(|k| k.trim() == key))
 }
 
-impl Middle<'_> {
+/// Where a run's requests go: the processes between `wrk` and the upstream (whose CPU time a run
+/// reads), the upstream, and the gateway's provider for it.
+#[derive(Clone, Copy)]
+struct Route<'a> {
+    gateway: &'a Gateway,
+    nginx: &'a Nginx,
+    upstream: &'a upstream::Upstream,
+    provider: &'a str,
+}
+
+impl Route<'_> {
     /// CPU time so far of the process serving `scenario` (`None` for the direct baseline).
     fn cpu_time(&self, scenario: Scenario) -> Result<Option<Duration>> {
         Ok(match scenario {
@@ -283,17 +315,13 @@ impl Middle<'_> {
     }
 }
 
-fn measure(
-    work: &Path,
-    case: &Case,
-    upstream: &upstream::Upstream,
-    middle: Middle<'_>,
-    seconds: Duration,
-) -> Result<wrk::Measured> {
-    let (scenario, connections) = (&case.scenario, case.connections);
-    let provider = if case.slow { gateway::SLOW_PROVIDER } else { "bench" };
-    let nginx = middle.nginx.address.to_string();
-    let (url, headers, body) = scenario.request(&upstream.address.to_string(), &nginx, &middle.gateway.base, provider);
+/// One checked call, a 2 s warm-up, then `wrk` for `seconds` along `route`: its figures, with the
+/// middle process's CPU per request; fails unless every answer reached the upstream once.
+fn measure(work: &Path, case: &Case, route: Route<'_>, seconds: Duration) -> Result<wrk::Measured> {
+    let (scenario, connections, upstream) = (&case.scenario, case.connections, route.upstream);
+    let nginx = route.nginx.address.to_string();
+    let (url, headers, body) =
+        scenario.request(&upstream.address.to_string(), &nginx, &route.gateway.base, route.provider);
     if *scenario == Scenario::McpLegacy {
         // A handshake-era client initializes first; the stateless gateway hands out no session.
         let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
@@ -311,9 +339,9 @@ fn measure(
     let load = wrk::Load { url: &url, headers: &headers, body: &body };
     wrk::run(work, &load, connections, Duration::from_secs(2)).context("warm-up")?;
     let searches_before = upstream.searches();
-    let cpu_before = middle.cpu_time(*scenario)?;
+    let cpu_before = route.cpu_time(*scenario)?;
     let mut measured = wrk::run(work, &load, connections, seconds)?;
-    let cpu_after = middle.cpu_time(*scenario)?;
+    let cpu_after = route.cpu_time(*scenario)?;
     measured.gateway_cpu_per_request = cpu_before
         .zip(cpu_after)
         .map(|(before, after)| after.saturating_sub(before).div_f64(measured.requests.max(1) as f64));
@@ -327,6 +355,10 @@ fn measure(
         measured.requests
     );
     Ok(measured)
+}
+
+fn kib(bytes: usize) -> String {
+    format!("{:.1} KiB", bytes as f64 / 1024.0)
 }
 
 fn mib(bytes: u64) -> String {
@@ -347,9 +379,12 @@ fn verdict(met: bool) -> &'static str {
 
 type Row = (Case, wrk::Measured);
 
-fn report(rows: &[Row], load_peak: u64, idle: &[(usize, u64, Duration)], idle_window: Duration) -> Result<String> {
+/// The main table: every row with its ratios to the direct baseline and to the nginx peer, and
+/// the issue-24 targets read against the peer.
+fn report(rows: &[Row]) -> Result<String> {
     let mut out = String::new();
-    writeln!(out, "\n## Gateway: throughput and latency (wrk, ~1 KiB upstream answers)\n")?;
+    let size = kib(upstream::answer_body().len());
+    writeln!(out, "\n## Gateway: throughput and latency (wrk, {size} upstream answers)\n")?;
     writeln!(
         out,
         "Upstream answering at once, at 1 and 32 connections; then one taking {} ms per search, at {SLOW_CONNECTIONS}. \
@@ -414,13 +449,19 @@ fn report(rows: &[Row], load_peak: u64, idle: &[(usize, u64, Duration)], idle_wi
             cpu_vs_peer.filter(|_| *scenario != Scenario::NginxHop).map_or_else(dash, |r| format!("{r:.1}x")),
         )?;
     }
+    Ok(out)
+}
+
+/// The memory table: peak RSS under load, idle RSS and CPU per provider count, binary sizes.
+fn memory_report(load_peak: u64, idle: &[(usize, u64, Duration)], idle_window: Duration) -> Result<String> {
+    let mut out = String::new();
     writeln!(out, "\n## Gateway: memory, idle cost, size\n")?;
     writeln!(out, "| figure | value | target |")?;
     writeln!(out, "|---|---|---|")?;
     let limit = 64 * 1024 * 1024;
     writeln!(
         out,
-        "| peak RSS over all load runs above | {} | <= 64 MiB: {} |",
+        "| peak RSS over the throughput runs (first table) | {} | <= 64 MiB: {} |",
         mib(load_peak),
         verdict(load_peak <= limit)
     )?;

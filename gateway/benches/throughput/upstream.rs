@@ -1,5 +1,6 @@
 //! The benchmark's upstream: a fixed-answer Mem0-compatible `POST /search` server (hyper, HTTP/1.1
-//! keep-alive) whose answer is about 1 KiB, so that what is measured is the gateway, not a search.
+//! keep-alive) whose answer is about 1.5 KiB (about 20 KiB for the large-answer rows), so that what
+//! is measured is the gateway, not a search.
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -29,16 +30,34 @@ impl Upstream {
     }
 }
 
-/// The `mem0-oss-rest-2026-08` search answer: four memories, about 1 KiB of JSON.
+/// The `mem0-oss-rest-2026-08` search answer: four memories, about 1.5 KiB of JSON.
 pub fn answer_body() -> Vec<u8> {
-    let results: Vec<Value> = (1..=4)
+    answer_of(4, 0)
+}
+
+/// The answer of the large-answer rows: five memories of about 4 KiB each (about 20 KiB of JSON),
+/// so that a search with `limit` 5 carries all of it through the gateway.
+pub fn large_answer_body() -> Vec<u8> {
+    answer_of(5, 4 * 1024)
+}
+
+/// `memories` results whose `memory` text repeats one sentence until it is at least
+/// `memory_bytes` long (one sentence when 0).
+fn answer_of(memories: u32, memory_bytes: usize) -> Vec<u8> {
+    let results: Vec<Value> = (1..=memories)
         .map(|n| {
+            let sentence = format!(
+                "Decision {n}: the payments service retries idempotent writes three times with \
+                 exponential backoff and records every attempt in the ledger."
+            );
+            let mut memory = sentence.clone();
+            while memory.len() < memory_bytes {
+                memory.push(' ');
+                memory.push_str(&sentence);
+            }
             json!({
                 "id": format!("7d3c9a1e-0b4f-4c2a-9e61-00000000000{n}"),
-                "memory": format!(
-                    "Decision {n}: the payments service retries idempotent writes three times with \
-                     exponential backoff and records every attempt in the ledger."
-                ),
+                "memory": memory,
                 "hash": format!("5f1c0e9b7a2d4e8f9a0b1c2d3e4f5a6{n}"),
                 "metadata": {},
                 "score": 0.9 - f64::from(n) / 10.0,
@@ -53,12 +72,18 @@ pub fn answer_body() -> Vec<u8> {
 }
 
 /// Start the upstream on a free loopback port, on the current runtime, answering each search
-/// after `delay` (zero: at once; otherwise a stand-in for a real search's latency).
+/// with [`answer_body`] after `delay` (zero: at once; otherwise a stand-in for a real search's
+/// latency).
 pub async fn start(delay: Duration) -> Result<Upstream> {
+    start_with(delay, answer_body()).await
+}
+
+/// [`start`] answering every search with `body`.
+pub async fn start_with(delay: Duration, body: Vec<u8>) -> Result<Upstream> {
     let listener = TcpListener::bind("127.0.0.1:0").await.context("binding the upstream")?;
     let address = listener.local_addr()?;
     let searches = Arc::new(AtomicU64::new(0));
-    let body = Bytes::from(answer_body());
+    let body = Bytes::from(body);
     let counter = Arc::clone(&searches);
     tokio::spawn(async move {
         while let Ok((stream, _)) = listener.accept().await {
