@@ -68,7 +68,7 @@ fn main() -> Result<()> {
     let rows = measure_rows(work.path(), fast, slow, seconds)?;
     let load_peak = procfs::memory(gw.pid())?.peak;
     let large = Route { upstream: &large_upstream, provider: gateway::LARGE_PROVIDER, ..fast };
-    let scaled = scaling::run(work.path(), &rows, fast, large, seconds)?;
+    let scaled = scaling::run(work.path(), fast, large, seconds)?;
     let accounted = if Scenario::NexentSearch.selected() {
         measure_audit_and_limits(work.path(), fast, seconds)?
     } else {
