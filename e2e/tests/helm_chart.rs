@@ -341,6 +341,8 @@ fn every_toggle_flipped_reaches_the_operator_environment_and_objects() -> Result
         ("MEMGATE_GATEWAY_MEMORY_LIMIT", "1Gi"),
         ("MEMGATE_GATEWAY_MAX_IN_FLIGHT", "1024"),
         ("MEMGATE_GATEWAY_MAX_CONNECTIONS", "4096"),
+        ("MEMGATE_GATEWAY_SERVE_FLAGS", "write-timeout-ms=20000"),
+        ("MEMGATE_GATEWAY_AUDIT_LOG", "stdout"),
         ("MEMGATE_GATEWAY_EXTRA_ALLOWED_HOSTS", "memory.example.com,gw.internal:8443"),
         ("MEMGATE_GATEWAY_LEDGER_SECRET", "memgate-ledger"),
         ("MEMGATE_GATEWAY_LEDGER_SECRET_KEY", "redis-url"),
@@ -413,6 +415,8 @@ fn wrong_values_are_refused_by_the_schema_naming_the_field() -> Result<()> {
         (("gateway.resources.limits.memory", "134217728"), "/gateway/resources/limits/memory"),
         (("gateway.extraAllowedHosts[0]", "*.example.com"), "/gateway/extraAllowedHosts/0"),
         (("gateway.listener.maxInFlight", "0"), "/gateway/listener/maxInFlight"),
+        (("gateway.serve.writeTimeoutMs", "5"), "/gateway/serve/writeTimeoutMs"),
+        (("gateway.serve.listen", "0.0.0.0:1"), "'listen' not allowed"),
     ] {
         let message = refusal(&[set])?;
         assert!(message.contains("values don't meet the specifications of the schema"), "{set:?}: {message}");
@@ -710,6 +714,7 @@ fn the_schema_refuses_what_the_operator_refuses() -> Result<()> {
         ("gateway.defaultPluginClaim", "UPPER", "--gateway-default-plugin-claim"),
         ("gateway.listener.maxInFlight", "0", "--gateway-max-in-flight"),
         ("gateway.listener.maxConnections", "2000000", "--gateway-max-connections"),
+        ("gateway.serve.writeTimeoutMs", "5", "--gateway-serve-flag"),
         ("operator.watchNamespaces[0]", "Team_A", "--watch-namespaces"),
         ("allowedOrigins[0]", "https://mem0.example.com/path", "--allowed-upstream-origin"),
     ] {
@@ -717,8 +722,43 @@ fn the_schema_refuses_what_the_operator_refuses() -> Result<()> {
         let field = format!("/{}", value.replace(['.', '['], "/").replace(']', ""));
         assert!(message.contains(&field), "{value}={bad}: the schema should refuse it naming {field}: {message}");
         // Helm hands a number to the operator as its shortest float text (1.34217728e+08).
-        let as_operator_sees_it = if bad == "134217728" { "1.34217728e+08" } else { bad };
-        assert!(operator_refuses(flag, as_operator_sees_it), "{flag} {as_operator_sees_it}: the operator accepts it");
+        // A gateway.serve value reaches it as name=value (the chart's kebab-case of the key).
+        let as_operator_sees_it = match (bad, flag) {
+            ("134217728", _) => "1.34217728e+08".to_owned(),
+            (_, "--gateway-serve-flag") => format!("write-timeout-ms={bad}"),
+            _ => bad.to_owned(),
+        };
+        assert!(operator_refuses(flag, &as_operator_sees_it), "{flag} {as_operator_sees_it}: the operator accepts it");
+    }
+    Ok(())
+}
+
+/// The operator starts with what the chart renders: every plain environment value of its container,
+/// given as the flag that reads it, passes clap and the operator's own checks (the pass-through
+/// gateway flags included, checked by the gateway's parser).
+#[test]
+fn the_operator_accepts_the_environment_the_chart_renders() -> Result<()> {
+    use clap::{Args, FromArgMatches};
+    let command = memgate_operator::settings::RunArgs::augment_args(clap::Command::new("run"));
+    for values in [vec![], vec![all_toggles()]] {
+        let files: Vec<&Path> = values.iter().map(PathBuf::as_path).collect();
+        let objects = render(&files, &[])?;
+        let deployment = if files.is_empty() { "memgate-operator" } else { "platform-memgate-operator" };
+        let env = env_of(&operator_container(&objects, deployment)?)?;
+        let mut argv = vec!["run".to_owned()];
+        for arg in command.get_arguments() {
+            let Some(name) = arg.get_env().map(|e| e.to_string_lossy().into_owned()) else { continue };
+            if let (Some(value), Some(long)) = (env.get(&name).and_then(Value::as_str), arg.get_long()) {
+                argv.extend([format!("--{long}"), value.to_owned()]);
+            }
+        }
+        ensure!(argv.iter().any(|a| a == "--gateway-image"), "{argv:?}");
+        let matches = command.clone().try_get_matches_from(&argv).with_context(|| format!("{argv:?}"))?;
+        let args = memgate_operator::settings::RunArgs::from_arg_matches(&matches)?;
+        let settings = memgate_operator::settings::Settings::try_from(args).with_context(|| format!("{argv:?}"))?;
+        if !files.is_empty() {
+            assert_eq!(settings.gateway.serve_flags.value("write-timeout-ms"), Some("20000"));
+        }
     }
     Ok(())
 }

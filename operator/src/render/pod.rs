@@ -160,7 +160,8 @@ fn pod_annotations(config_hash: &str, settings: &GatewaySettings) -> BTreeMap<St
 }
 
 /// The serving container: its command line, ports and probes are rendered here and only here
-/// (the gateway's flags live in gateway/src/main.rs).
+/// (the gateway's flags live in gateway/src/serve_args.rs; those rendered here are never passed
+/// through, `settings::serve_flags::NOT_PASSED_THROUGH`).
 fn serving_container(plan: &PodPlan<'_>, settings: &GatewaySettings) -> Container {
     let mut args: Vec<String> = ["serve", "--config", CONFIG_DIR, "--listen"].map(String::from).into_iter().collect();
     args.push(format!("0.0.0.0:{}", settings.port));
@@ -195,6 +196,9 @@ fn serving_container(plan: &PodPlan<'_>, settings: &GatewaySettings) -> Containe
         args.push("--allowed-host".into());
         args.push(host);
     }
+    // Every other gateway setting the platform team gave (`--gateway-serve-flag`), already checked
+    // by the gateway's own parser.
+    args.extend(settings.serve_flags.args());
     let probe = |path: &str| Probe {
         http_get: Some(HTTPGetAction {
             path: Some(path.into()),

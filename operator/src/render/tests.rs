@@ -35,6 +35,7 @@ fn settings() -> GatewaySettings {
         default_plugin_claim: "nexent-memory-plugins".into(),
         token_review_cluster_role: "memgate-gateway-token-review".into(),
         listener: Listener::default(),
+        serve_flags: Default::default(),
         public_url: None,
         autoscaling: None,
         pod_template: Default::default(),

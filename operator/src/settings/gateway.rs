@@ -13,7 +13,7 @@ use memgate_crds::memory_gateway::{GatewayAutoscaling, GatewayPodTemplate};
 use memgate_crds::memory_provider::DEFAULT_PLUGIN_CLAIM;
 use memgate_crds::validation::names::{is_dns_label, is_dns_subdomain, is_log_filter, is_quantity, is_secret_key};
 
-use super::{SettingsError, bad};
+use super::{ServeFlags, SettingsError, bad};
 
 /// Flags of every gateway's defaults.
 #[derive(Args, Debug, Clone)]
@@ -113,6 +113,12 @@ pub struct GatewayArgs {
         default_value = "memgate-gateway-token-review"
     )]
     pub token_review_cluster_role: String,
+    /// Any other flag of `memgate-gateway serve`, `name=value`, given to every gateway (repeat, or
+    /// comma-separated in the environment variable); each is checked with the gateway's own parser.
+    /// Refused: flags the operator renders or that take a file or a credential
+    /// (`settings::serve_flags::NOT_PASSED_THROUGH`).
+    #[arg(long = "gateway-serve-flag", env = "MEMGATE_GATEWAY_SERVE_FLAGS", value_delimiter = ',')]
+    pub serve_flags: Vec<String>,
 }
 
 /// Defaults of every gateway the operator renders; a namespace's `MemoryGateway` overrides some of
@@ -157,6 +163,8 @@ pub struct GatewaySettings {
     pub token_review_cluster_role: String,
     /// The data port's listener limits (`None`: the gateway's own default).
     pub listener: Listener,
+    /// Other `memgate-gateway serve` flags, passed through.
+    pub serve_flags: ServeFlags,
     /// The URL tenants use, when not the in-cluster Service URL (a `MemoryGateway`'s `publicURL`).
     pub public_url: Option<String>,
     /// A HorizontalPodAutoscaler instead of fixed replicas (a `MemoryGateway`'s).
@@ -294,7 +302,9 @@ impl TryFrom<GatewayArgs> for GatewaySettings {
                 "must be a ClusterRole name (lower-case DNS subdomain)",
             ));
         }
+        let serve_flags = ServeFlags::parse(&args.serve_flags)?;
         Ok(GatewaySettings {
+            serve_flags,
             token_review_cluster_role: args.token_review_cluster_role,
             image: args.image,
             image_pull_policy: args.image_pull_policy,

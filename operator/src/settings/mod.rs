@@ -13,6 +13,7 @@
 
 pub mod gateway;
 pub mod leader;
+pub mod serve_flags;
 mod shape;
 
 use std::collections::BTreeSet;
@@ -25,6 +26,7 @@ use memgate_crds::validation::names::is_dns_label;
 
 pub use gateway::{GatewayArgs, GatewaySettings, LedgerSecret, Listener, Resources};
 pub use leader::{LeaderArgs, LeaderSettings};
+pub use serve_flags::ServeFlags;
 
 /// Flags of `memgate-operator run`.
 #[derive(Args, Debug, Clone)]

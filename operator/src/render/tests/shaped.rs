@@ -153,3 +153,39 @@ fn audit_events_go_to_standard_output_only_when_the_operator_says_so() {
         render(&input(vec![ServedProvider { name: "a", spec: &spec(json!({})), preset: None }]), &on).expect("renders");
     assert_eq!(flag(&args(&audited), "--audit-log"), ["-"]);
 }
+
+#[test]
+fn pass_through_flags_reach_the_gateway_and_the_gateway_parser_accepts_every_rendered_argument() {
+    use clap::Args;
+    use memgate_gateway::serve_args::ServeArgs;
+
+    let mut settings = settings();
+    settings.serve_flags = crate::settings::ServeFlags::parse(&[
+        "max-held-response-bytes=67108864".to_string(),
+        "write-timeout-ms=20000".to_string(),
+    ])
+    .expect("valid pass-through flags");
+    settings.listener = crate::settings::Listener { max_in_flight: Some(512), max_connections: Some(2048) };
+    settings.audit_log = crate::settings::gateway::AuditLog::Stdout;
+    let a = spec(json!({}));
+    let gateway =
+        render(&input(vec![ServedProvider { name: "a", spec: &a, preset: None }]), &settings).expect("renders");
+    let args = args(&gateway);
+    assert_eq!(flag(&args, "--max-held-response-bytes"), ["67108864"]);
+    assert_eq!(flag(&args, "--write-timeout-ms"), ["20000"]);
+
+    // The whole command line is one the gateway accepts, so no setting crash-loops a gateway.
+    let command = ServeArgs::augment_args(clap::Command::new("serve"));
+    let matches = command.try_get_matches_from(&args);
+    assert!(matches.is_ok(), "{args:?}: {matches:?}");
+    // What the operator renders itself is exactly what it refuses to pass through.
+    let passed: Vec<String> = settings.serve_flags.args();
+    let rendered_by_operator: BTreeSet<&str> =
+        args.iter().filter(|a| !passed.contains(a)).filter_map(|a| a.strip_prefix("--")).collect();
+    let refused: BTreeSet<&str> = crate::settings::serve_flags::NOT_PASSED_THROUGH
+        .iter()
+        .map(|(name, _)| *name)
+        .filter(|name| !["kubeconfig", "ledger-ca-file", "audit-query-digest-key-file"].contains(name))
+        .collect();
+    assert_eq!(rendered_by_operator, refused);
+}
