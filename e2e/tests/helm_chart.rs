@@ -733,6 +733,35 @@ fn the_schema_refuses_what_the_operator_refuses() -> Result<()> {
     Ok(())
 }
 
+/// Every key the schema accepts under `gateway.serve`, set to its schema minimum, renders a flag the
+/// operator passes through (the chart's kebab-case of the key is a gateway flag), so a key added to
+/// values.yaml and the schema needs no change here.
+#[test]
+fn every_gateway_serve_key_of_the_schema_reaches_the_gateway_as_its_flag() -> Result<()> {
+    let schema: Value = serde_json::from_str(&read("charts/memgate/values.schema.json")?)?;
+    let keys = schema["properties"]["gateway"]["properties"]["serve"]["properties"]
+        .as_object()
+        .context("gateway.serve lists its keys")?;
+    ensure!(!keys.is_empty());
+    let set: Vec<(String, String)> = keys
+        .iter()
+        .map(|(key, rule)| {
+            Ok((format!("gateway.serve.{key}"), rule["minimum"].as_u64().context("a minimum")?.to_string()))
+        })
+        .collect::<Result<_>>()?;
+    let set: Vec<(&str, &str)> = set.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    let objects = render(&[], &set)?;
+    let env = env_of(&operator_container(&objects, "memgate-operator")?)?;
+    let entries: Vec<String> = env_str(&env, "MEMGATE_GATEWAY_SERVE_FLAGS")?.split(',').map(String::from).collect();
+    ensure!(entries.len() == keys.len(), "one entry per key: {entries:?}");
+    let flags = memgate_operator::settings::ServeFlags::parse(&entries).map_err(anyhow::Error::msg)?;
+    for (key, value) in &set {
+        let flag = entries.iter().find(|e| e.ends_with(&format!("={value}"))).context("rendered")?;
+        ensure!(flags.args().iter().any(|a| a == value), "{key}: {flag} {flags:?}");
+    }
+    Ok(())
+}
+
 /// The operator starts with what the chart renders: every plain environment value of its container,
 /// given as the flag that reads it, passes clap and the operator's own checks (the pass-through
 /// gateway flags included, checked by the gateway's parser).
