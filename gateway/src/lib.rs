@@ -12,6 +12,7 @@
 //! - [`audit`]: one structured event per call, on its own stream.
 //! - [`limits`]: per-caller and upstream limits of a provider (token buckets, shared through Redis).
 //! - [`redis_store`]: the Redis connection shared by the ingest ledger and the limits.
+//! - [`hex`]: the one hex encoder of keys and digests.
 //! - [`ingest`]: Nexent ingest written upstream exactly once per unit (idempotency ledger).
 //! - [`plugin`]: the Nexent plugin directories (rendering, and writing them into Nexent's folder).
 //! - [`state`]: the shared request state and the one search entry of both surfaces.
@@ -26,6 +27,7 @@ pub mod config;
 pub mod dev_upstream;
 pub mod engine;
 pub mod gateway_id;
+pub mod hex;
 pub mod ingest;
 pub mod limits;
 pub mod listener;

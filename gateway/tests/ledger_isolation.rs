@@ -17,7 +17,7 @@ use memgate_gateway::engine::{Engine, EngineConfig};
 use memgate_gateway::gateway_id::GatewayId;
 use memgate_gateway::ingest::{IngestError, IngestStatus, LedgerError, RedisLedger, ingest};
 use memgate_gateway::limits::shared::COMMAND_TIMEOUT;
-use memgate_gateway::limits::{Rate, SharedBuckets, Verdict};
+use memgate_gateway::limits::{Answer, Rate, SharedBuckets};
 use memgate_gateway::redis_store::RedisStore;
 
 fn provider(upstream: &DevUpstream) -> Provider {
@@ -111,7 +111,7 @@ async fn two_gateways_with_their_own_acl_users_cannot_touch_each_others_records(
     let key = "team-a/team|per_caller|serviceaccount:team-a:agent";
     for expected in [true, true, false] {
         let verdict = buckets.take(key, rate, 1).await.expect("the ACL user may run the limits' script");
-        assert_eq!(matches!(verdict, Verdict::Allow { .. }), expected, "{verdict:?}");
+        assert_eq!(matches!(verdict, Answer::Allowed), expected, "{verdict:?}");
     }
     let keys: Vec<String> = redis::cmd("KEYS").arg("memgate:*:limit:*").query_async(&mut root).await.expect("keys");
     assert_eq!(keys, [buckets.key_name(key)]);

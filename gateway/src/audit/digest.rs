@@ -53,9 +53,7 @@ impl DigestKey {
         let outer = Sha256::new().chain_update(pad(0x5c)).chain_update(inner).finalize();
         let mut text = String::with_capacity(12 + 64);
         text.push_str("hmac-sha256:");
-        for byte in outer {
-            text.push_str(&format!("{byte:02x}"));
-        }
+        crate::hex::push_lower_hex(&mut text, &outer);
         text
     }
 }

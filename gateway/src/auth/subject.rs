@@ -8,6 +8,8 @@
 
 use sha2::{Digest, Sha256};
 
+use crate::hex::lower_hex as hex;
+
 /// Longest id produced (the limit of `spec.scope.userId`).
 pub const MAX_USER_ID_CHARS: usize = 256;
 /// Longest subject kept readable; longer or unusual subjects are hashed.
@@ -25,10 +27,6 @@ pub fn oidc_user_id(issuer: &str, subject: &str) -> String {
     } else {
         format!("oidc:{issuer_hash}:h:{}", hex(&Sha256::digest(subject.as_bytes())))
     }
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 #[cfg(test)]

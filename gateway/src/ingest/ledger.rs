@@ -101,7 +101,7 @@ impl LedgerKey {
             }
             None => hasher.update([0]),
         }
-        hasher.finalize().iter().map(|byte| format!("{byte:02x}")).collect()
+        crate::hex::lower_hex(&hasher.finalize())
     }
 }
 

@@ -42,6 +42,28 @@ pub enum Verdict {
     },
 }
 
+/// What a bucket answers one call, wherever the bucket lives (here or in Redis, which keeps its
+/// own state and returns none).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Answer {
+    /// The call may go on.
+    Allowed,
+    /// The call is refused; room again in this many microseconds.
+    Refused {
+        /// Microseconds until the call would be allowed.
+        retry_after_us: u64,
+    },
+}
+
+impl From<Verdict> for Answer {
+    fn from(verdict: Verdict) -> Answer {
+        match verdict {
+            Verdict::Allow { .. } => Answer::Allowed,
+            Verdict::Refuse { retry_after_us } => Answer::Refused { retry_after_us },
+        }
+    }
+}
+
 /// Take `cost` tokens at `now_us` from a bucket whose state is `tat_us` (`None`: never used).
 pub fn decide(tat_us: Option<u64>, now_us: u64, rate: Rate, cost: u64) -> Verdict {
     if cost > rate.burst {

@@ -29,7 +29,7 @@ use tokio::time::Instant;
 use crate::auth::{Caller, CallerIdentity};
 use crate::config::Provider;
 use crate::metrics::LimitCounters;
-pub use bucket::{Rate, Verdict, retry_after_seconds};
+pub use bucket::{Answer, Rate, Verdict, retry_after_seconds};
 pub use local::LocalBuckets;
 pub use shared::SharedBuckets;
 
@@ -168,14 +168,14 @@ impl Limiter {
     ) -> Result<(), Limited> {
         let key = format!("{}|{}|{caller_key}", provider.key(), limit.as_str());
         match self.decide(&key, rate, cost).await {
-            Verdict::Allow { .. } => Ok(()),
-            Verdict::Refuse { retry_after_us } => {
+            Answer::Allowed => Ok(()),
+            Answer::Refused { retry_after_us } => {
                 Err(self.refused(provider, limit, retry_after_seconds(retry_after_us)))
             }
         }
     }
 
-    async fn decide(&self, key: &str, rate: Rate, cost: u64) -> Verdict {
+    async fn decide(&self, key: &str, rate: Rate, cost: u64) -> Answer {
         if let Some(shared) = &self.shared
             && !self.store_paused()
         {
@@ -198,7 +198,7 @@ impl Limiter {
         if untracked {
             tracing::warn!("limit table full; a caller's call was allowed untracked");
         }
-        verdict
+        verdict.into()
     }
 
     fn store_paused(&self) -> bool {

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use sha2::{Digest, Sha256};
 
-use super::bucket::{Rate, Verdict};
+use super::bucket::{Answer, Rate};
 use crate::redis_store::{RedisStore, StoreError};
 
 /// Bound of one limit check against Redis (connecting included): short, it is on every call's path.
@@ -54,22 +54,19 @@ impl SharedBuckets {
         let digest = Sha256::digest(key.as_bytes());
         let mut name = String::with_capacity(self.prefix.len() + 64);
         name.push_str(&self.prefix);
-        for byte in digest {
-            name.push_str(&format!("{byte:02x}"));
-        }
+        crate::hex::push_lower_hex(&mut name, &digest);
         name
     }
 
     /// Take `cost` tokens of `rate` from bucket `key`.
-    pub async fn take(&self, key: &str, rate: Rate, cost: u64) -> Result<Verdict, StoreError> {
+    pub async fn take(&self, key: &str, rate: Rate, cost: u64) -> Result<Answer, StoreError> {
         let mut command = redis::cmd("EVAL");
         command.arg(TAKE).arg(1).arg(self.key_name(key)).arg(rate.interval_us).arg(rate.burst).arg(cost);
         let (allowed, retry_after_us): (i64, i64) = self.store.run(&command).await?;
         Ok(if allowed == 1 {
-            // The new TAT lives in Redis; the local side needs none.
-            Verdict::Allow { tat: 0 }
+            Answer::Allowed
         } else {
-            Verdict::Refuse { retry_after_us: u64::try_from(retry_after_us).unwrap_or(0) }
+            Answer::Refused { retry_after_us: u64::try_from(retry_after_us).unwrap_or(0) }
         })
     }
 }
