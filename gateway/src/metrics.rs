@@ -62,6 +62,9 @@ pub enum Outcome {
     /// The gateway refused the call before any upstream request (auth, kill switch, bad request),
     /// with this Nexent error code.
     Refused(&'static str),
+    /// A provider's `spec.limits` refused the call before any upstream request, with this Nexent
+    /// error code (counted as `refused`, like the other refusals).
+    Limited(&'static str),
     /// The caller went away before the call finished.
     Cancelled,
 }
@@ -71,7 +74,7 @@ impl Outcome {
         match self {
             Outcome::Ok(_) => ("ok", ""),
             Outcome::Error(code) => ("error", code),
-            Outcome::Refused(code) => ("refused", code),
+            Outcome::Refused(code) | Outcome::Limited(code) => ("refused", code),
             Outcome::Cancelled => ("cancelled", ""),
         }
     }
@@ -304,6 +307,12 @@ impl Metrics {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_call_refused_by_a_limit_is_counted_as_refused_with_its_code() {
+        assert_eq!(Outcome::Limited("rate_limited").labels(), ("refused", "rate_limited"));
+        assert_eq!(Outcome::Limited("rate_limited").labels(), Outcome::Refused("rate_limited").labels());
+    }
 
     #[test]
     fn exposition_names_the_families_and_only_the_four_labels() {

@@ -339,7 +339,7 @@ impl<'a> Recording<'a> {
     fn limited(&mut self, limited: Limited) -> EngineError {
         self.facts.limit = Some(limited.limit.as_str());
         let error = EngineError::Limited { limit: limited.limit, retry_after_seconds: limited.retry_after_seconds };
-        self.finish(Outcome::Refused(error.code().as_str()));
+        self.finish(Outcome::Limited(error.code().as_str()));
         error
     }
 
@@ -349,13 +349,13 @@ impl<'a> Recording<'a> {
         self.metrics.record(&self.provider.name, self.operation, outcome, elapsed);
         let (name, code, count) = match outcome {
             Outcome::Ok(count) => ("ok", None, Some(count)),
-            Outcome::Error(code) | Outcome::Refused(code) => ("error", Some(code), None),
+            Outcome::Error(code) | Outcome::Refused(code) | Outcome::Limited(code) => ("error", Some(code), None),
             Outcome::Cancelled => ("cancelled", None, None),
         };
         telemetry::finish_span(self.span, name, code, count);
         if self.audit.enabled() {
             let audited = match outcome {
-                _ if self.facts.limit.is_some() => AuditOutcome::Limited,
+                Outcome::Limited(_) => AuditOutcome::Limited,
                 Outcome::Ok(_) => AuditOutcome::Ok,
                 Outcome::Error(_) => AuditOutcome::Error,
                 Outcome::Refused(code) => refusal_outcome(code),
