@@ -105,14 +105,17 @@ pub async fn mcp_guard(
         return refuse(ApiError::switched_off(), Some(&caller));
     }
     caller.client = request.extensions().get::<ClientAddr>().map(|client| client.0);
-    let retry_after = RetryAfter::default();
+    // Only a provider with `spec.limits` can refuse a call for a while: only then a slot for it.
+    let retry_after = provider.limits.is_some().then(RetryAfter::default);
     request.extensions_mut().insert(caller);
     request.extensions_mut().insert(AuthorizedProvider(provider));
-    request.extensions_mut().insert(retry_after.clone());
+    if let Some(slot) = &retry_after {
+        request.extensions_mut().insert(slot.clone());
+    }
     let mut response = next.run(request).await;
     // A limit refused the tool call: its result is the profile's failure text, and, when the
     // transport answered with this HTTP response (not a stream opened before), `Retry-After`.
-    if let Some(seconds) = retry_after.get() {
+    if let Some(seconds) = retry_after.as_ref().and_then(RetryAfter::get) {
         response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(seconds));
     }
     response
