@@ -12,14 +12,13 @@ mod support;
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::time::Duration;
 
 use anyhow::{Context, Result, bail, ensure};
 use ingest_support::DevUpstream;
 use memgate_e2e::ControlPlane;
 use memgate_gateway::audit::DigestKey;
 use serde_json::{Value, json};
-use serve_support::{Gateway, secret_yaml, service_account_token};
+use serve_support::{Gateway, audit_events as events, secret_yaml, service_account_token};
 
 const AUDIENCE: &str = "memgate-audit";
 const PLANTED_QUERY: &str = "planted query 6d1f where alice keeps her keys";
@@ -51,19 +50,6 @@ fn ingest_body(key: &str) -> Value {
 fn context_search(query: &str) -> Value {
     json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
            "params": {"name": "context_search", "arguments": {"query": query}}})
-}
-
-/// The events in `path` once there are at least `count` (the writer is asynchronous).
-async fn events(path: &Path, count: usize) -> Result<Vec<Value>> {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    loop {
-        let text = std::fs::read_to_string(path).unwrap_or_default();
-        let lines: Vec<&str> = text.lines().collect();
-        if lines.len() >= count || tokio::time::Instant::now() > deadline {
-            return lines.iter().map(|l| serde_json::from_str(l).context("an audit line is not JSON")).collect();
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
 }
 
 /// Validate every line of `path` against the repository's schema with Python's `jsonschema`.

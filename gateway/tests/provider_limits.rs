@@ -8,7 +8,6 @@ mod ingest_support;
 mod serve_support;
 mod support;
 
-use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
@@ -19,7 +18,7 @@ use ingest_support::RedisServer;
 use memgate_e2e::ControlPlane;
 use memgate_gateway::mcp::FAILURE_TEXT;
 use serde_json::{Value, json};
-use serve_support::{Answer, Gateway, mem0_results, secret_yaml, service_account_token};
+use serve_support::{Answer, Gateway, audit_events, mem0_results, secret_yaml, service_account_token};
 
 const AUDIENCE: &str = "memgate-limits";
 const MCP_HEADERS: [(&str, &str); 2] =
@@ -104,11 +103,6 @@ async fn metric(gateway: &Gateway, series: &str) -> Result<u64> {
 }
 
 /// The audit events written to `path` so far.
-fn audit_events(path: &Path) -> Result<Vec<Value>> {
-    let text = std::fs::read_to_string(path).unwrap_or_default();
-    text.lines().map(|line| serde_json::from_str(line).context("an audit line is not JSON")).collect()
-}
-
 #[tokio::test]
 async fn a_caller_over_its_limit_is_refused_on_both_surfaces_while_another_caller_is_served() -> Result<()> {
     let control_plane = ControlPlane::shared().await?;
@@ -159,12 +153,7 @@ async fn a_caller_over_its_limit_is_refused_on_both_surfaces_while_another_calle
     ensure!(upstream.requests() == 10, "refused calls never reach the upstream: {}", upstream.requests());
     ensure!(limited_total(&gateway, "per_caller").await? == 2, "{}", gateway.get("/metrics").await.text);
 
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    let mut events = audit_events(&audit)?;
-    while events.len() < 12 && tokio::time::Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(50)).await;
-        events = audit_events(&audit)?;
-    }
+    let events = audit_events(&audit, 12).await?;
     let limited: Vec<&Value> = events.iter().filter(|e| e["outcome"] == "limited").collect();
     ensure!(events.len() == 12 && limited.len() == 2, "{events:#?}");
     for event in limited {

@@ -427,3 +427,18 @@ pub async fn service_account_token(
     let issued = accounts.create_token_request(name, &PostParams::default(), &request).await?;
     issued.status.and_then(|s| s.token).context("TokenRequest status.token")
 }
+
+/// The audit events (one JSON object per line) of the file at `path`, once it holds at least
+/// `count` of them or after 10 s (whatever it holds then: the caller asserts the count).
+pub async fn audit_events(path: &Path, count: usize) -> anyhow::Result<Vec<Value>> {
+    use anyhow::Context;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let text = std::fs::read_to_string(path).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        if lines.len() >= count || tokio::time::Instant::now() > deadline {
+            return lines.iter().map(|l| serde_json::from_str(l).context("an audit line is not JSON")).collect();
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
