@@ -22,6 +22,12 @@ pub enum EngineError {
     #[error("the upstream answered with a redirect (HTTP {0}), which is never followed")]
     Redirect(u16),
     /// A limit of the provider (`spec.limits`) refused the call; the upstream was not called.
+    ///
+    /// Nexent sees it as an upstream 429 (`rate_limited`, retryable, `retry_after_seconds` set).
+    /// Its `execute_with_retry` (ModelEngine-Group/nexent `sdk/nexent/memory/providers/retry.py`
+    /// at 531d670) retries a `rate_limited` error up to 3 attempts with its own backoff (1 s x 2^n,
+    /// jittered x0.5-1.5, capped at 30 s) and ignores `retry_after_seconds`: a limited Nexent caller
+    /// makes up to 3 refused calls per request, each answered here without an upstream request.
     #[error("a limit of this provider refused the call")]
     Limited {
         /// Which limit.
