@@ -1,15 +1,18 @@
 //! Upstream response normalisation (`engine::normalize`) and what the MCP surface makes of it.
 //!
 //! Input: 9 choice bytes (response grammar, content encoding, limit), then the response body.
-//! Properties: no panic; at most `limit` items, each with a non-empty id and content, a finite
-//! score and non-empty optional strings; an error is one of the documented codes and never shows
-//! the body (the planted marker); the items always render within the profile's bounds.
+//! Properties: no panic; the same answer as reading the body into a `serde_json::Value` first (the
+//! way `normalize` worked before it read the body straight into items, kept here as the oracle);
+//! at most `limit` items, each with a non-empty id and content, a finite score and non-empty
+//! optional strings; an error is one of the documented codes and never shows the body (the planted
+//! marker); the items always render within the profile's bounds.
 
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
 use memgate_fuzz::{MARKER, assert_hidden, response_spec, utf16_len};
-use memgate_gateway::engine::{EngineError, normalize};
+use memgate_crds::{Collection, ContentField, IdField, ResponseSpec, ScoreField, TitleField, UpdatedAtField, UriField};
+use memgate_gateway::engine::{EngineError, Item, normalize};
 use memgate_gateway::profile::{MAX_ITEMS, MAX_TEXT_UTF16_UNITS, render};
 use memgate_presets::ContentEncoding;
 
@@ -22,7 +25,9 @@ fuzz_target!(|data: &[u8]| {
     let Some(response) = response_spec(&choices) else { return };
     let encoding = if options[7] % 2 == 0 { ContentEncoding::Plain } else { ContentEncoding::MessageJson };
     let limit = usize::from(options[8] % 60);
-    match normalize(body, &response, encoding, limit) {
+    let answer = normalize(body, &response, encoding, limit);
+    assert_eq!(answer, by_value(body, &response, encoding, limit), "differs from reading a Value first");
+    match answer {
         Ok(items) => {
             assert!(items.len() <= limit);
             for item in &items {
@@ -45,3 +50,68 @@ fuzz_target!(|data: &[u8]| {
         }
     }
 });
+
+/// The oracle: the whole body parsed as a `Value`, then each item read from its object.
+fn by_value(
+    body: &[u8],
+    response: &ResponseSpec,
+    encoding: ContentEncoding,
+    limit: usize,
+) -> Result<Vec<Item>, EngineError> {
+    use serde_json::{Map, Value};
+    let text = std::str::from_utf8(body).map_err(|_| EngineError::InvalidUtf8)?;
+    let document: Value = serde_json::from_str(text).map_err(|_| EngineError::InvalidJson)?;
+    let collection = match (response.collection, &document) {
+        (Collection::RootArray, Value::Array(items)) => items,
+        (Collection::Results, Value::Object(root)) => match root.get("results") {
+            Some(Value::Array(items)) => items,
+            _ => return Err(EngineError::SchemaMismatch),
+        },
+        _ => return Err(EngineError::SchemaMismatch),
+    };
+    let text_of = |object: &Map<String, Value>, name: &str| match object.get(name) {
+        Some(Value::String(text)) if !text.is_empty() => Some(text.clone()),
+        _ => None,
+    };
+    let unwrap = |raw: &str| -> Option<String> {
+        let Ok(Value::Array(messages)) = serde_json::from_str::<Value>(raw) else { return None };
+        if messages.is_empty() {
+            return None;
+        }
+        let parts: Option<Vec<&str>> = messages.iter().map(|m| m.as_object()?.get("content")?.as_str()).collect();
+        Some(parts?.join("\n"))
+    };
+    let item = |object: &Map<String, Value>| -> Option<Item> {
+        let id = text_of(object, if response.id_field == IdField::Id { "id" } else { "memory_id" })?;
+        let content_name = match response.content_field {
+            ContentField::Memory => "memory",
+            ContentField::Content => "content",
+            ContentField::Text => "text",
+        };
+        let raw = text_of(object, content_name)?;
+        let content = match encoding {
+            ContentEncoding::Plain => raw,
+            ContentEncoding::MessageJson => unwrap(&raw).unwrap_or(raw),
+        };
+        if content.is_empty() {
+            return None;
+        }
+        let updated_at = match response.updated_at_field {
+            UpdatedAtField::UpdatedAtSnake => Some("updated_at"),
+            UpdatedAtField::UpdatedAtCamel => Some("updatedAt"),
+            UpdatedAtField::Omit => None,
+        };
+        Some(Item {
+            id,
+            content,
+            title: (response.title_field == TitleField::Title).then(|| text_of(object, "title")).flatten(),
+            uri: (response.uri_field == UriField::Uri).then(|| text_of(object, "uri")).flatten(),
+            score: (response.score_field == ScoreField::Score)
+                .then(|| object.get("score").and_then(Value::as_f64))
+                .flatten()
+                .filter(|score| score.is_finite()),
+            updated_at: updated_at.and_then(|name| text_of(object, name)),
+        })
+    };
+    Ok(collection.iter().filter_map(|value| value.as_object().and_then(item)).take(limit).collect())
+}
