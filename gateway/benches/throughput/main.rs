@@ -10,7 +10,8 @@
 //! then how the cost grows (issue 24): Nexent search and the nginx hop at 32 connections against an
 //! upstream answering about 20 KiB, and Nexent search on the last provider of a gateway configured
 //! with 1000; last, the cost of the audit trail and `spec.limits`: Nexent search through a gateway
-//! with neither and through one with both, CPU per request side by side.
+//! with neither and through one with both, CPU per request side by side; and the gateway's peak
+//! memory under 100 and 300 clients that pipeline searches with about 1 MiB answers and never read.
 //! Figures are printed beside the direct baseline measured in the same run, never asserted.
 //!
 //! `bench/run.sh` runs it (and installs `wrk`); by hand: `cargo bench -p memgate-gateway --bench
@@ -18,13 +19,14 @@
 //! `MEMGATE_BENCH_IDLE_SECONDS` (default 60, so one of the watcher's once-a-minute full reads falls
 //! inside) of each idle measurement; `MEMGATE_RELEASE_DIR` names the folder of the binaries to
 //! measure (default: the ones cargo built for this bench). For profiling one path,
-//! `MEMGATE_BENCH_ONLY=nexent|mcp-stateless|mcp-legacy|20k|1000-providers|nginx` (comma-separated)
+//! `MEMGATE_BENCH_ONLY=nexent|mcp-stateless|mcp-legacy|20k|1000-providers|nginx|stalled` (comma-separated)
 //! runs just those (the direct and nginx baselines always run; `nginx` alone: only them) and skips
 //! the idle part.
 
 mod gateway;
 mod nginx;
 mod scaling;
+mod stalled;
 mod upstream;
 mod wrk;
 
@@ -76,6 +78,13 @@ fn main() -> Result<()> {
     };
     drop(gw);
     drop(nginx);
+    let stalled = if only("stalled") {
+        let megabyte_upstream =
+            runtime.block_on(upstream::start_with(Duration::ZERO, upstream::megabyte_answer_body()))?;
+        stalled::run(work.path(), &megabyte_upstream)?
+    } else {
+        Vec::new()
+    };
 
     let mut idle = Vec::new();
     let idle_configs: &[usize] = if std::env::var_os("MEMGATE_BENCH_ONLY").is_some() { &[] } else { &[1, 100, 1000] };
@@ -96,6 +105,7 @@ fn main() -> Result<()> {
     print!("{}", scaling::report(&scaled)?);
     print!("{}", memory_report(load_peak, &idle, idle_seconds)?);
     print!("{}", audit_and_limits_report(&accounted)?);
+    print!("{}", stalled::report(&stalled)?);
     Ok(())
 }
 

@@ -41,6 +41,12 @@ pub fn large_answer_body() -> Vec<u8> {
     answer_of(5, 4 * 1024)
 }
 
+/// The answer of the stalled-readers rows: twenty memories of about 48 KiB each (about 1 MiB of
+/// JSON), so that a 20-result search carries all of it.
+pub fn megabyte_answer_body() -> Vec<u8> {
+    answer_of(20, 48 * 1024)
+}
+
 /// `memories` results whose `memory` text repeats one sentence until it is at least
 /// `memory_bytes` long (one sentence when 0).
 fn answer_of(memories: u32, memory_bytes: usize) -> Vec<u8> {
