@@ -63,11 +63,11 @@ impl ServeFlags {
             flags.entry(name.to_owned()).or_default().push(value.to_owned());
         }
         // Together, as the gateway will see them: a flag given twice that takes one value fails here.
-        let argv = Self(flags.clone()).args();
-        if let Err(error) = command.clone().try_get_matches_from(with_config(argv)) {
+        let flags = Self(flags);
+        if let Err(error) = command.try_get_matches_from(with_config(flags.args())) {
             return Err(bad(FLAG, first_line(&error)));
         }
-        Ok(Self(flags))
+        Ok(flags)
     }
 
     /// The value of one flag, when given once.
@@ -76,11 +76,6 @@ impl ServeFlags {
             Some([one]) => Some(one),
             _ => None,
         }
-    }
-
-    /// Removes a flag (it is rendered from a typed setting instead).
-    pub fn take(&mut self, name: &str) -> Option<Vec<String>> {
-        self.0.remove(name)
     }
 
     /// The flags as `memgate-gateway serve` arguments, in name order.
