@@ -238,6 +238,70 @@ pub enum UpdatedAtField {
     Omit,
 }
 
+/// The JSON members an answer's items hold each field in (the fields' own spelling in a dialect);
+/// `None`: the dialect does not read that field.
+impl IdField {
+    /// The item member holding the id.
+    pub fn member(self) -> &'static str {
+        match self {
+            IdField::Id => "id",
+            IdField::MemoryId => "memory_id",
+        }
+    }
+}
+
+impl ContentField {
+    /// The item member holding the text.
+    pub fn member(self) -> &'static str {
+        match self {
+            ContentField::Memory => "memory",
+            ContentField::Content => "content",
+            ContentField::Text => "text",
+        }
+    }
+}
+
+impl TitleField {
+    /// The item member holding the title, if read.
+    pub fn member(self) -> Option<&'static str> {
+        match self {
+            TitleField::Title => Some("title"),
+            TitleField::Omit => None,
+        }
+    }
+}
+
+impl UriField {
+    /// The item member holding the URI, if read.
+    pub fn member(self) -> Option<&'static str> {
+        match self {
+            UriField::Uri => Some("uri"),
+            UriField::Omit => None,
+        }
+    }
+}
+
+impl ScoreField {
+    /// The item member holding the score, if read.
+    pub fn member(self) -> Option<&'static str> {
+        match self {
+            ScoreField::Score => Some("score"),
+            ScoreField::Omit => None,
+        }
+    }
+}
+
+impl UpdatedAtField {
+    /// The item member holding the update time, if read.
+    pub fn member(self) -> Option<&'static str> {
+        match self {
+            UpdatedAtField::UpdatedAtSnake => Some("updated_at"),
+            UpdatedAtField::UpdatedAtCamel => Some("updatedAt"),
+            UpdatedAtField::Omit => None,
+        }
+    }
+}
+
 /// How to read a search response.
 #[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, PartialEq, Eq)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -273,4 +337,34 @@ pub struct DialectPresetStatus {
     /// How many MemoryProviders name this preset in `spec.dialect.presetRef`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub providers: Option<u32>,
+}
+
+#[cfg(test)]
+mod member_tests {
+    use super::*;
+
+    /// An item member is spelled as the dialect names the field.
+    #[test]
+    fn each_member_is_the_fields_own_spelling() {
+        let spelled = |value: serde_json::Value| value.as_str().map(str::to_owned);
+        for field in [IdField::Id, IdField::MemoryId] {
+            assert_eq!(spelled(serde_json::json!(field)).as_deref(), Some(field.member()));
+        }
+        for field in [ContentField::Memory, ContentField::Content, ContentField::Text] {
+            assert_eq!(spelled(serde_json::json!(field)).as_deref(), Some(field.member()));
+        }
+        for (wire, member) in [
+            (serde_json::json!(TitleField::Title), TitleField::Title.member()),
+            (serde_json::json!(UriField::Uri), UriField::Uri.member()),
+            (serde_json::json!(ScoreField::Score), ScoreField::Score.member()),
+            (serde_json::json!(UpdatedAtField::UpdatedAtSnake), UpdatedAtField::UpdatedAtSnake.member()),
+            (serde_json::json!(UpdatedAtField::UpdatedAtCamel), UpdatedAtField::UpdatedAtCamel.member()),
+        ] {
+            assert_eq!(spelled(wire), member.map(str::to_owned));
+        }
+        assert_eq!(TitleField::Omit.member(), None);
+        assert_eq!(UriField::Omit.member(), None);
+        assert_eq!(ScoreField::Omit.member(), None);
+        assert_eq!(UpdatedAtField::Omit.member(), None);
+    }
 }

@@ -11,7 +11,7 @@
 
 use libfuzzer_sys::fuzz_target;
 use memgate_fuzz::{MARKER, assert_hidden, response_spec, utf16_len};
-use memgate_crds::{Collection, ContentField, IdField, ResponseSpec, ScoreField, TitleField, UpdatedAtField, UriField};
+use memgate_crds::{Collection, ResponseSpec};
 use memgate_gateway::engine::{EngineError, Item, normalize};
 use memgate_gateway::profile::{MAX_ITEMS, MAX_TEXT_UTF16_UNITS, render};
 use memgate_presets::ContentEncoding;
@@ -82,13 +82,8 @@ fn by_value(
         Some(parts?.join("\n"))
     };
     let item = |object: &Map<String, Value>| -> Option<Item> {
-        let id = text_of(object, if response.id_field == IdField::Id { "id" } else { "memory_id" })?;
-        let content_name = match response.content_field {
-            ContentField::Memory => "memory",
-            ContentField::Content => "content",
-            ContentField::Text => "text",
-        };
-        let raw = text_of(object, content_name)?;
+        let id = text_of(object, response.id_field.member())?;
+        let raw = text_of(object, response.content_field.member())?;
         let content = match encoding {
             ContentEncoding::Plain => raw,
             ContentEncoding::MessageJson => unwrap(&raw).unwrap_or(raw),
@@ -96,21 +91,18 @@ fn by_value(
         if content.is_empty() {
             return None;
         }
-        let updated_at = match response.updated_at_field {
-            UpdatedAtField::UpdatedAtSnake => Some("updated_at"),
-            UpdatedAtField::UpdatedAtCamel => Some("updatedAt"),
-            UpdatedAtField::Omit => None,
-        };
+        let optional = |member: Option<&str>| member.and_then(|name| text_of(object, name));
         Some(Item {
             id,
             content,
-            title: (response.title_field == TitleField::Title).then(|| text_of(object, "title")).flatten(),
-            uri: (response.uri_field == UriField::Uri).then(|| text_of(object, "uri")).flatten(),
-            score: (response.score_field == ScoreField::Score)
-                .then(|| object.get("score").and_then(Value::as_f64))
-                .flatten()
+            title: optional(response.title_field.member()),
+            uri: optional(response.uri_field.member()),
+            score: response
+                .score_field
+                .member()
+                .and_then(|name| object.get(name)?.as_f64())
                 .filter(|score| score.is_finite()),
-            updated_at: updated_at.and_then(|name| text_of(object, name)),
+            updated_at: optional(response.updated_at_field.member()),
         })
     };
     Ok(collection.iter().filter_map(|value| value.as_object().and_then(item)).take(limit).collect())

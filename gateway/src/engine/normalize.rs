@@ -7,7 +7,7 @@
 use std::borrow::Cow;
 use std::fmt;
 
-use memgate_crds::{Collection, ContentField, IdField, ResponseSpec, ScoreField, TitleField, UpdatedAtField, UriField};
+use memgate_crds::{Collection, ResponseSpec};
 use memgate_presets::ContentEncoding;
 use serde::Serialize;
 use serde::de::{self, Deserialize, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
@@ -81,8 +81,8 @@ pub fn normalize(
     let collect = Collect { fields: Fields::of(response), encoding, limit };
     let mut json = serde_json::Deserializer::from_str(text);
     let parsed = match response.collection {
-        Collection::RootArray => collect.deserialize(&mut json),
-        Collection::Results => Root(collect).deserialize(&mut json),
+        Collection::RootArray => (&collect).deserialize(&mut json),
+        Collection::Results => Root(&collect).deserialize(&mut json),
     };
     match parsed.and_then(|items| json.end().map(|()| items)) {
         Ok(Some(items)) => Ok(items),
@@ -104,35 +104,18 @@ struct Fields {
     title: Option<&'static str>,
     uri: Option<&'static str>,
     updated_at: Option<&'static str>,
-    score: bool,
+    score: Option<&'static str>,
 }
 
 impl Fields {
     fn of(response: &ResponseSpec) -> Fields {
         Fields {
-            id: match response.id_field {
-                IdField::Id => "id",
-                IdField::MemoryId => "memory_id",
-            },
-            content: match response.content_field {
-                ContentField::Memory => "memory",
-                ContentField::Content => "content",
-                ContentField::Text => "text",
-            },
-            title: match response.title_field {
-                TitleField::Title => Some("title"),
-                TitleField::Omit => None,
-            },
-            uri: match response.uri_field {
-                UriField::Uri => Some("uri"),
-                UriField::Omit => None,
-            },
-            updated_at: match response.updated_at_field {
-                UpdatedAtField::UpdatedAtSnake => Some("updated_at"),
-                UpdatedAtField::UpdatedAtCamel => Some("updatedAt"),
-                UpdatedAtField::Omit => None,
-            },
-            score: matches!(response.score_field, ScoreField::Score),
+            id: response.id_field.member(),
+            content: response.content_field.member(),
+            title: response.title_field.member(),
+            uri: response.uri_field.member(),
+            updated_at: response.updated_at_field.member(),
+            score: response.score_field.member(),
         }
     }
 }
@@ -149,14 +132,6 @@ impl<'de> DeserializeSeed<'de> for &Collect {
 
     fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
         deserializer.deserialize_any(self)
-    }
-}
-
-impl<'de> DeserializeSeed<'de> for Collect {
-    type Value = Option<Vec<Item>>;
-
-    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
-        deserializer.deserialize_any(&self)
     }
 }
 
@@ -191,9 +166,9 @@ impl<'de> Visitor<'de> for &Collect {
 }
 
 /// The `{"results": [...]}` root: its last `results` member, when that is an array.
-struct Root(Collect);
+struct Root<'c>(&'c Collect);
 
-impl<'de> DeserializeSeed<'de> for Root {
+impl<'de> DeserializeSeed<'de> for Root<'_> {
     type Value = Option<Vec<Item>>;
 
     fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
@@ -202,7 +177,7 @@ impl<'de> DeserializeSeed<'de> for Root {
     }
 }
 
-impl<'de> Visitor<'de> for Root {
+impl<'de> Visitor<'de> for Root<'_> {
     type Value = Option<Vec<Item>>;
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -213,7 +188,7 @@ impl<'de> Visitor<'de> for Root {
         let mut results = None;
         while let Some(key) = map.next_key::<Member<'de>>()? {
             if key.is_text("results") {
-                results = Some(map.next_value_seed(&self.0)?);
+                results = Some(map.next_value_seed(self.0)?);
             } else {
                 map.next_value::<Skip>()?;
             }
@@ -251,7 +226,7 @@ impl<'de> Visitor<'de> for ItemSeed<'_> {
                 name if Some(name) == fields.title => &mut title,
                 name if Some(name) == fields.uri => &mut uri,
                 name if Some(name) == fields.updated_at => &mut updated_at,
-                "score" if fields.score => {
+                name if Some(name) == fields.score => {
                     score = map.next_value::<Member<'de>>()?.number();
                     continue;
                 }
@@ -433,6 +408,7 @@ fn unwrap_messages(raw: &str) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
+    use memgate_crds::{ContentField, IdField, ScoreField, TitleField, UpdatedAtField, UriField};
     use serde_json::json;
 
     use super::*;
