@@ -18,7 +18,7 @@ use crate::upstream::Upstream;
 /// Client counts measured.
 pub const COUNTS: [usize; 2] = [100, 300];
 
-/// How long the readers stay connected (under the gateway's default write timeout of 15 s, so
+/// How long the readers stay connected (under the gateway's default write timeout of 10 s, so
 /// nothing is dropped for being slow before the peak is read).
 const HOLD: Duration = Duration::from_secs(5);
 
