@@ -224,7 +224,10 @@ pub(super) async fn read_capped(mut response: reqwest::Response) -> Result<Vec<u
     if response.content_length().is_some_and(|declared| declared > limit) {
         return Err(EngineError::TooLarge);
     }
-    let mut body = Vec::new();
+    // Sized once from the declared length (within the cap), so a large answer is not copied while
+    // its buffer doubles, nor left holding up to twice its size.
+    let declared = response.content_length().map_or(0, |length| usize::try_from(length).unwrap_or(0));
+    let mut body = Vec::with_capacity(declared.min(MAX_RESPONSE_BYTES));
     while let Some(chunk) = response.chunk().await.map_err(transport_error)? {
         if body.len() + chunk.len() > MAX_RESPONSE_BYTES {
             return Err(EngineError::TooLarge);

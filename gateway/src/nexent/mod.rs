@@ -137,6 +137,15 @@ pub struct ResultMetadata {
 }
 
 impl SearchResult {
+    /// Bytes of its strings (its JSON is at least this long, plus keys and punctuation).
+    fn text_bytes(&self) -> usize {
+        let metadata = [&self.metadata.title, &self.metadata.uri, &self.metadata.updated_at];
+        self.external_id.len()
+            + self.content.len()
+            + self.source.len()
+            + metadata.iter().map(|field| field.as_ref().map_or(0, String::len)).sum::<usize>()
+    }
+
     /// The Nexent form of an engine item from provider `source`.
     pub fn from_item(item: Item, source: &str) -> SearchResult {
         SearchResult {
@@ -302,12 +311,36 @@ impl IntoResponse for ApiError {
 
 /// `value` as a JSON response with `status`.
 pub(crate) fn json_response(status: StatusCode, value: &impl Serialize) -> Response {
-    match serde_json::to_vec(value) {
-        Ok(body) => {
+    json_response_sized(status, value, 128)
+}
+
+/// [`json_response`] rendered by [`render_json`] into a buffer of about `size` bytes.
+fn json_response_sized(status: StatusCode, value: &impl Serialize, size: usize) -> Response {
+    match render_json(value, size) {
+        Some(body) => {
             (status, [(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))], body).into_response()
         }
-        Err(_) => StatusCode::INTERNAL_SERVER_ERROR.into_response(),
+        None => StatusCode::INTERNAL_SERVER_ERROR.into_response(),
     }
+}
+
+/// `value` as JSON, written into one buffer of `size` bytes (grown only when the JSON is longer,
+/// e.g. with many escapes) and shrunk when much of it is left unused: a large answer is neither
+/// copied while its buffer doubles nor held for a slow reader at up to twice its length (the
+/// held-bytes budget counts the length). `None` if `value` cannot be serialised.
+fn render_json(value: &impl Serialize, size: usize) -> Option<Vec<u8>> {
+    let mut body = Vec::with_capacity(size);
+    serde_json::to_writer(&mut body, value).ok()?;
+    if body.capacity() - body.len() > body.len() / 4 + 4096 {
+        body.shrink_to_fit();
+    }
+    Some(body)
+}
+
+/// The buffer size [`render_json`] starts from for `results`: their strings, plus room for keys,
+/// punctuation and a score per item.
+fn results_size(results: &[SearchResult]) -> usize {
+    results.iter().map(SearchResult::text_bytes).sum::<usize>() + 128 * results.len() + 2
 }
 
 async fn search(
@@ -326,7 +359,7 @@ async fn search(
         state.search(&provider, &caller, &query, limit, operation).await.map_err(|e| ApiError::from_engine(&e))?;
     let results: Vec<SearchResult> =
         items.into_iter().map(|item| SearchResult::from_item(item, &provider.name)).collect();
-    Ok(json_response(StatusCode::OK, &results))
+    Ok(json_response_sized(StatusCode::OK, &results, results_size(&results)))
 }
 
 /// A search request body's normalised query and effective limit (capped at `max_limit`), or
@@ -352,6 +385,37 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+
+    fn result(content: String, title: Option<&str>) -> SearchResult {
+        let item = Item {
+            id: "mem-1".into(),
+            content,
+            title: title.map(str::to_string),
+            uri: Some("https://example.test/m/1".into()),
+            score: Some(0.125),
+            updated_at: Some("2026-12-05T12:00:00Z".into()),
+        };
+        SearchResult::from_item(item, "team-memory")
+    }
+
+    #[test]
+    fn search_answers_are_rendered_into_one_buffer_of_about_their_length() {
+        let plain = (0..20).map(|n| result("m".repeat(50 * 1024 + n), Some("Title"))).collect::<Vec<_>>();
+        let size = results_size(&plain);
+        let body = render_json(&plain, size).expect("renders");
+        assert_eq!(body, serde_json::to_vec(&plain).expect("json"), "the same bytes as serde_json renders");
+        assert_eq!(body.capacity(), size, "the buffer was never grown (no copy while the answer is written)");
+
+        // Escapes make the JSON longer than the strings: the buffer grows, then is shrunk when
+        // more than a quarter (plus 4 KiB) of it would be held unused.
+        let escaped = (0..20).map(|_| result("\"\n\u{1}".repeat(20 * 1024), None)).collect::<Vec<_>>();
+        let body = render_json(&escaped, results_size(&escaped)).expect("renders");
+        assert_eq!(body, serde_json::to_vec(&escaped).expect("json"));
+        assert!(body.capacity() <= body.len() + body.len() / 4 + 4096, "{} for {}", body.capacity(), body.len());
+
+        let empty: Vec<SearchResult> = Vec::new();
+        assert_eq!(render_json(&empty, results_size(&empty)).expect("renders"), b"[]");
+    }
 
     fn parsed(value: serde_json::Value) -> Option<(String, u32)> {
         parse_search_body(&serde_json::to_vec(&value).expect("json"), 20)
