@@ -13,6 +13,7 @@
 //! - [`limits`]: per-caller and upstream limits of a provider (token buckets, shared through Redis).
 //! - [`redis_store`]: the Redis connection shared by the ingest ledger and the limits.
 //! - [`hex`]: the one hex encoder of keys and digests.
+//! - [`held_bytes`]: the budget of large answer bytes, shared by the engine and the listener.
 //! - [`ingest`]: Nexent ingest written upstream exactly once per unit (idempotency ledger).
 //! - [`plugin`]: the Nexent plugin directories (rendering, and writing them into Nexent's folder).
 //! - [`state`]: the shared request state and the one search entry of both surfaces.
@@ -27,6 +28,7 @@ pub mod config;
 pub mod dev_upstream;
 pub mod engine;
 pub mod gateway_id;
+pub mod held_bytes;
 pub mod hex;
 pub mod ingest;
 pub mod limits;

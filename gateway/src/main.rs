@@ -33,6 +33,7 @@ use memgate_gateway::auth::{Authenticator, TokenReviewer};
 use memgate_gateway::config::{ConfigHandle, load_dir, load_dir_with, watch};
 use memgate_gateway::engine::{Engine, EngineConfig};
 use memgate_gateway::gateway_id::GatewayId;
+use memgate_gateway::held_bytes::HeldBytes;
 use memgate_gateway::ingest::{DEFAULT_MAX_ENTRIES, DEFAULT_RESULT_TTL, Ledger, MemoryLedger, RedisLedger};
 use memgate_gateway::limits::{self, SharedBuckets};
 use memgate_gateway::listener::Listener;
@@ -161,8 +162,11 @@ async fn serve(args: ServeArgs) -> Result<()> {
     let handle = Arc::new(ConfigHandle::new(snapshot));
 
     let placement = args.placement.into();
+    // One budget of large answer bytes: upstream answers being read and answers not yet sent.
+    let held = HeldBytes::new(args.listener.max_held_response_bytes);
     let engine = Engine::new(EngineConfig { placement, ..EngineConfig::default() })
-        .context("setting up the upstream HTTP client")?;
+        .context("setting up the upstream HTTP client")?
+        .with_held_bytes(held.clone());
     let kube = kube_client(args.kubeconfig.as_deref()).await?;
     let reviewer = kube.clone().map(TokenReviewer::new);
     let keys = KeyStore::with_placement(kube, Duration::from_millis(args.jwks_min_refresh_ms), placement)
@@ -229,7 +233,7 @@ async fn serve(args: ServeArgs) -> Result<()> {
         "listening"
     );
     let mcp_http = McpHttpConfig { allowed_hosts: args.allowed_hosts, allowed_origins: args.allowed_origins };
-    let data = Listener::new("data", socket, app(state, mcp_http), bounds);
+    let data = Listener::new("data", socket, app(state, mcp_http), bounds).with_held_bytes(held);
 
     let (stop, stopping) = tokio::sync::watch::channel(false);
     tokio::spawn(async move {

@@ -159,8 +159,9 @@ pub struct ListenerArgs {
     /// Most concurrent HTTP/2 streams per connection.
     #[arg(long, default_value_t = limits::DEFAULT_H2_MAX_STREAMS, value_parser = clap::value_parser!(u32).range(1..=1000))]
     pub h2_max_streams: u32,
-    /// Most bytes of large response bodies (over 64 KiB each) held at once for clients that have not
-    /// read them yet; a large answer beyond it gets 503 (retryable) instead of pinning memory.
+    /// Most bytes of large answers (over 64 KiB each) held at once: upstream answers being read and
+    /// answers clients have not read yet; a large answer beyond it gets 503 (retryable) instead of
+    /// pinning memory.
     #[arg(long, default_value_t = limits::DEFAULT_MAX_HELD_RESPONSE_BYTES, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1024 * 1024..=16 * 1024 * 1024 * 1024))]
     pub max_held_response_bytes: usize,
     /// After a shutdown signal, how long in-flight requests get to finish.

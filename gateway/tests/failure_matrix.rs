@@ -301,3 +301,39 @@ async fn dropping_the_search_closes_the_upstream_connection() {
     assert_eq!(err, EngineError::Timeout);
     assert_eq!(server.requests().len(), 2);
 }
+
+/// Upstream answers over 64 KiB take their share of the held-bytes budget while they are read: when
+/// it is spent (by answers waiting for stalled readers, here a hand-held share), a large answer
+/// fails its call as `HeldFull` (503 `provider_error`, retryable after a second) before its body
+/// is read; a small one is served; and the
+/// share comes back when the call is done. An undeclared (chunked) large answer counts as the cap.
+#[tokio::test]
+async fn a_large_answer_needs_room_in_the_held_bytes_budget() {
+    use memgate_gateway::held_bytes::HeldBytes;
+    let held = HeldBytes::new(2 * 1024 * 1024);
+    let engine = Engine::new(EngineConfig::default()).expect("engine").with_held_bytes(held.clone());
+    let memory = "m".repeat(100 * 1024);
+    let large = json!({"results": [{"id": "a", "memory": memory}]});
+    let declared = Server::always(Reply::json(&large)).await;
+    let chunked = Server::always(Reply::Chunked(vec![serde_json::to_vec(&large).expect("json")])).await;
+    let small = Server::always(Reply::json(&json!({"results": [{"id": "b", "memory": "B"}]}))).await;
+    let timeout = Duration::from_secs(30);
+
+    for server in [&declared, &chunked] {
+        let items = search_with(&engine, "p", &server.origin(), timeout).await.expect("room in the budget");
+        assert_eq!(items.len(), 1);
+        assert_eq!(held.available_kib(), 2048, "returned once the answer is read into items");
+    }
+
+    let spent = held.take(Some(2 * 1024 * 1024)).expect("take the whole budget");
+    for server in [&declared, &chunked] {
+        let err = search_with(&engine, "p", &server.origin(), timeout).await.expect_err("no room");
+        assert_eq!(err, EngineError::HeldFull);
+        assert_eq!(classify(&err), (ErrorCode::ProviderError, Severity::Retryable));
+        assert_eq!(err.retry_after_seconds(), Some(1));
+    }
+    let items = search_with(&engine, "p", &small.origin(), timeout).await.expect("small answers are not counted");
+    assert_eq!(items.len(), 1);
+    drop(spent);
+    assert!(search_with(&engine, "p", &declared.origin(), timeout).await.is_ok());
+}

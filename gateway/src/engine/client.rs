@@ -28,6 +28,7 @@ use super::destination::{GuardedResolver, refused_url};
 use super::error::EngineError;
 use super::normalize::{Item, normalize};
 use super::request::{Target, UpstreamRequest, build_search_request};
+use crate::held_bytes::{HeldBytes, UNCOUNTED_RESPONSE_BYTES};
 
 /// Largest accepted response body: 1 MiB.
 pub const MAX_RESPONSE_BYTES: usize = 1024 * 1024;
@@ -70,6 +71,7 @@ pub struct Engine {
     placement: Placement,
     permits_per_provider: usize,
     permits: Mutex<HashMap<String, Arc<Semaphore>>>,
+    held: Option<HeldBytes>,
 }
 
 impl Engine {
@@ -96,7 +98,16 @@ impl Engine {
             placement: config.placement,
             permits_per_provider: config.permits_per_provider.max(1),
             permits: Mutex::default(),
+            held: None,
         })
+    }
+
+    /// Count upstream answers over 64 KiB against `held` (the budget the data listener counts
+    /// unsent answers against) while they are read and turned into items: one that does not fit
+    /// fails its call ([`EngineError::HeldFull`]) before its body is read.
+    pub fn with_held_bytes(mut self, held: HeldBytes) -> Engine {
+        self.held = Some(held);
+        self
     }
 
     /// Run one search against `target` with `dialect`, returning at most `limit` items.
@@ -135,7 +146,7 @@ impl Engine {
         let deadline = Instant::now() + target.timeout;
         let request = build_search_request(target, dialect.auth, &dialect.search, query, limit)?;
         let _permit = self.permit(provider, deadline, target.timeout).await?;
-        let body = timeout_at(deadline, self.fetch(request)).await.map_err(|_| EngineError::Timeout)??;
+        let (body, _held) = timeout_at(deadline, self.fetch(request)).await.map_err(|_| EngineError::Timeout)??;
         normalize(&body, &dialect.response, encoding, usize::try_from(limit).unwrap_or(usize::MAX))
     }
 
@@ -174,15 +185,16 @@ impl Engine {
         created
     }
 
-    /// Send `request` and read its 2xx body, at most [`MAX_RESPONSE_BYTES`].
-    async fn fetch(&self, request: UpstreamRequest) -> Result<Vec<u8>, EngineError> {
+    /// Send `request` and read its 2xx body, at most [`MAX_RESPONSE_BYTES`], with its share of the
+    /// held-bytes budget (keep it until the body is turned into items).
+    async fn fetch(&self, request: UpstreamRequest) -> Result<(Vec<u8>, Option<OwnedSemaphorePermit>), EngineError> {
         let response = self.send(request).await?;
         let status = response.status();
         if !status.is_success() {
             let retry_after = response.headers().get(RETRY_AFTER).map(HeaderValue::as_bytes);
             return Err(EngineError::from_status(status.as_u16(), retry_after));
         }
-        read_capped(response).await
+        read_capped(response, self.held.as_ref()).await
     }
 
     /// Send `request` and return the response head, whatever its status (redirects are not
@@ -218,12 +230,22 @@ pub fn min_time_left(timeout: Duration) -> Duration {
 }
 
 /// Read `response`'s body, at most [`MAX_RESPONSE_BYTES`] (checked against the declared length and
-/// while streaming).
-pub(super) async fn read_capped(mut response: reqwest::Response) -> Result<Vec<u8>, EngineError> {
+/// while streaming). A body over 64 KiB takes its share of `held` (its declared length, or the cap
+/// once an undeclared one passes 64 KiB); when that does not fit, the call fails with
+/// [`EngineError::HeldFull`] without reading (further).
+pub(super) async fn read_capped(
+    mut response: reqwest::Response,
+    held: Option<&HeldBytes>,
+) -> Result<(Vec<u8>, Option<OwnedSemaphorePermit>), EngineError> {
     let limit = MAX_RESPONSE_BYTES as u64;
     if response.content_length().is_some_and(|declared| declared > limit) {
         return Err(EngineError::TooLarge);
     }
+    let take = |length: u64| held.map_or(Ok(None), |held| held.take(Some(length)).map_err(|_| EngineError::HeldFull));
+    let mut share = match response.content_length() {
+        Some(declared) => take(declared)?,
+        None => None,
+    };
     // Sized once from the declared length (within the cap), so a large answer is not copied while
     // its buffer doubles, nor left holding up to twice its size.
     let declared = response.content_length().map_or(0, |length| usize::try_from(length).unwrap_or(0));
@@ -233,8 +255,11 @@ pub(super) async fn read_capped(mut response: reqwest::Response) -> Result<Vec<u
             return Err(EngineError::TooLarge);
         }
         body.extend_from_slice(&chunk);
+        if share.is_none() && response.content_length().is_none() && body.len() > UNCOUNTED_RESPONSE_BYTES {
+            share = take(limit)?;
+        }
     }
-    Ok(body)
+    Ok((body, share))
 }
 
 /// Classify a transport error without keeping it (its text contains the URL).

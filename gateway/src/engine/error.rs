@@ -18,6 +18,12 @@ pub enum EngineError {
     /// upstream service was not called.
     #[error("too many concurrent requests to this provider")]
     Saturated,
+    /// The upstream answer is over 64 KiB and the gateway's budget of large answer bytes
+    /// (`--max-held-response-bytes`) is spent, mostly by answers waiting for clients that do not
+    /// read: the body was not read. Answered like the listener's own refusal for that budget (503,
+    /// `provider_error`, retryable after a second).
+    #[error("the gateway holds as many large answer bytes as it allows")]
+    HeldFull,
     /// The upstream answered a 3xx; redirects are never followed.
     #[error("the upstream answered with a redirect (HTTP {0}), which is never followed")]
     Redirect(u16),
@@ -150,6 +156,7 @@ impl EngineError {
             | EngineError::ServerError(_)
             | EngineError::Connect
             | EngineError::Transport
+            | EngineError::HeldFull
             | EngineError::InvalidRequest => ErrorCode::ProviderError,
             EngineError::Rejected(_) | EngineError::TooLarge | EngineError::InvalidUtf8 | EngineError::InvalidJson => {
                 ErrorCode::InvalidPayload
@@ -167,6 +174,7 @@ impl EngineError {
             | EngineError::RateLimited { .. }
             | EngineError::ServerError(_)
             | EngineError::Connect
+            | EngineError::HeldFull
             | EngineError::Transport => Severity::Retryable,
             EngineError::Redirect(_)
             | EngineError::Unauthorized
@@ -195,11 +203,13 @@ impl EngineError {
         }
     }
 
-    /// Nexent `retry_after_seconds`: set for a limit's refusal, and for a 429 with a numeric `Retry-After`.
+    /// Nexent `retry_after_seconds`: set for a limit's refusal, a spent held-bytes budget (1 s), and
+    /// for a 429 with a numeric `Retry-After`.
     pub fn retry_after_seconds(&self) -> Option<u64> {
         match self {
             EngineError::Limited { retry_after_seconds, .. } => Some(*retry_after_seconds),
             EngineError::RateLimited { retry_after_seconds } => *retry_after_seconds,
+            EngineError::HeldFull => Some(1),
             _ => None,
         }
     }

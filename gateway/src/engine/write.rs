@@ -223,7 +223,9 @@ impl Engine {
                 let retry_after = response.headers().get(RETRY_AFTER).map(HeaderValue::as_bytes);
                 return classify_status(status.as_u16(), retry_after);
             }
-            Ok(match read_capped(response).await {
+            // Not counted against the held-bytes budget: the write is done, and a refusal here
+            // would turn a stored unit into an unknown one.
+            Ok(match read_capped(response, None).await.map(|(body, _)| body) {
                 Ok(body) => classify_answer(contract.answer, &body),
                 Err(_) => WriteOutcome::Degraded { reason: REASON_UNRECOGNISED },
             })

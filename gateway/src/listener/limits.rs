@@ -65,8 +65,9 @@ pub struct ListenerLimits {
     /// Concurrent HTTP/2 streams per connection.
     pub h2_max_streams: u32,
     /// Most bytes of response bodies over [`UNCOUNTED_RESPONSE_BYTES`] held at once for readers
-    /// that have not taken them yet; a larger answer beyond it is refused with 503 (its body freed
-    /// at once) instead of held. Bounds the memory stalled readers can pin until the write timeout.
+    /// that have not taken them yet (and, when the budget is shared with the engine, upstream
+    /// answers being read); a larger answer beyond it is refused with 503 (its body freed at once)
+    /// instead of held. Bounds the memory stalled readers can pin until the write timeout.
     pub max_held_response_bytes: usize,
 }
 

@@ -36,6 +36,7 @@ use tokio::sync::{Semaphore, mpsc, watch};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use crate::held_bytes::HeldBytes;
 use activity::Activity;
 pub use limits::{ListenerLimits, effective_max_connections, open_file_limit};
 use request::Shared;
@@ -69,25 +70,29 @@ pub struct Listener {
     socket: TcpListener,
     router: Router,
     limits: ListenerLimits,
+    held: HeldBytes,
 }
 
 impl Listener {
     /// A listener called `name` (for logs) serving `router` on `socket` within `limits`.
     pub fn new(name: &'static str, socket: TcpListener, router: Router, limits: ListenerLimits) -> Listener {
-        Listener { name, socket, router, limits }
+        let held = HeldBytes::new(limits.max_held_response_bytes);
+        Listener { name, socket, router, limits, held }
+    }
+
+    /// Count large answers against `held` (shared with the engine) instead of a budget of its own.
+    pub fn with_held_bytes(mut self, held: HeldBytes) -> Listener {
+        self.held = held;
+        self
     }
 
     /// Accept and serve until `shutdown` turns true, then drain: wait for open connections to
     /// finish, at most `drain` (connections still open then are dropped).
     pub async fn run(self, mut shutdown: watch::Receiver<bool>, drain: Duration) {
-        let Listener { name, socket, router, limits } = self;
+        let Listener { name, socket, router, limits, held } = self;
         let builder = Arc::new(connection::builder(&limits));
-        let shared = Arc::new(Shared {
-            router,
-            in_flight: Arc::new(Semaphore::new(limits.max_in_flight.max(1))),
-            held: request::HeldBytes::new(limits.max_held_response_bytes),
-            limits,
-        });
+        let shared =
+            Arc::new(Shared { router, in_flight: Arc::new(Semaphore::new(limits.max_in_flight.max(1))), held, limits });
         let slots = Slots::new(limits.max_connections);
         let over_capacity = over_capacity_response();
         // Every connection task holds a clone; when all are gone, `recv` returns `None`.

@@ -3,7 +3,8 @@
 //!
 //! It owns the answers given before routing (503 at the in-flight cap, 408 for a body that does
 //! not arrive in time, 413 for one that is too large, 400 for a broken one) and the one given after
-//! it (503 when a large answer would exceed the bytes held for slow readers, [`HeldBytes`]);
+//! it (503 when a large answer would exceed the bytes held for slow readers, [`HeldBytes`], a
+//! budget the engine shares for the upstream answers it is reading);
 //! everything else is the router's. Bodies are read here, whole, so no handler ever waits on a
 //! trickling client.
 
@@ -23,7 +24,8 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tower::ServiceExt;
 
 use super::activity::{Activity, InFlight};
-use super::limits::{ListenerLimits, MAX_BODY_BYTES, UNCOUNTED_RESPONSE_BYTES};
+use super::limits::{ListenerLimits, MAX_BODY_BYTES};
+use crate::held_bytes::HeldBytes;
 
 /// What every request of one listener shares.
 pub struct Shared {
@@ -73,39 +75,6 @@ pub async fn serve(
         return Ok(finish(refusal(StatusCode::SERVICE_UNAVAILABLE, HELD_FULL), guard, Some(permit)));
     };
     Ok(finish_held(response, guard, Some(permit), held))
-}
-
-/// The budget of response bytes held for readers that have not taken them yet, in KiB permits.
-/// Answers of at most [`UNCOUNTED_RESPONSE_BYTES`] (and streams of unknown length) are not counted.
-pub struct HeldBytes {
-    kib: Arc<Semaphore>,
-    total_kib: usize,
-}
-
-/// The budget is spent.
-#[derive(Debug)]
-pub struct HeldFull;
-
-impl HeldBytes {
-    /// A budget of `max_bytes` (at least 1 KiB).
-    pub fn new(max_bytes: usize) -> HeldBytes {
-        let total_kib = (max_bytes / 1024).max(1);
-        HeldBytes { kib: Arc::new(Semaphore::new(total_kib)), total_kib }
-    }
-
-    /// Hold a body of `length` bytes (`None`: unknown) until the returned permit is dropped.
-    pub fn take(&self, length: Option<u64>) -> Result<Option<OwnedSemaphorePermit>, HeldFull> {
-        let Some(length) = length.filter(|n| *n > UNCOUNTED_RESPONSE_BYTES as u64) else { return Ok(None) };
-        let kib = usize::try_from(length.div_ceil(1024)).unwrap_or(usize::MAX).min(self.total_kib);
-        let kib = u32::try_from(kib).unwrap_or(u32::MAX);
-        Arc::clone(&self.kib).try_acquire_many_owned(kib).map(Some).map_err(|_| HeldFull)
-    }
-
-    /// KiB of the budget free now.
-    #[cfg(test)]
-    fn available_kib(&self) -> usize {
-        self.kib.available_permits()
-    }
 }
 
 const BUSY: &str = "The gateway is serving as many requests as it allows; retry later.";
@@ -197,22 +166,6 @@ impl HttpBody for TrackedBody {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn large_answers_share_the_held_budget_and_small_ones_never_count() {
-        let held = HeldBytes::new(4 * 1024 * 1024);
-        assert!(held.take(Some(64 * 1024)).expect("small").is_none(), "at most 64 KiB is not counted");
-        assert!(held.take(None).expect("unknown").is_none(), "streams are not counted");
-        let first = held.take(Some(3 * 1024 * 1024)).expect("fits");
-        assert_eq!(held.available_kib(), 1024);
-        assert!(held.take(Some(2 * 1024 * 1024)).is_err(), "over the budget");
-        assert!(held.take(Some(10)).expect("small").is_none(), "small answers still pass");
-        drop(first);
-        assert_eq!(held.available_kib(), 4096, "returned when the body is sent or dropped");
-        let huge = held.take(Some(100 * 1024 * 1024)).expect("a body larger than the budget takes all of it");
-        assert_eq!(held.available_kib(), 0);
-        drop(huge);
-    }
 
     #[test]
     fn refusals_carry_the_error_json_and_close_the_connection() {

@@ -269,12 +269,16 @@ impl ApiError {
         let code = err.code();
         let status = match (err, code) {
             (_, ErrorCode::Timeout) => StatusCode::GATEWAY_TIMEOUT,
+            (EngineError::HeldFull, _) => StatusCode::SERVICE_UNAVAILABLE,
             (_, ErrorCode::RateLimited) => StatusCode::TOO_MANY_REQUESTS,
             _ => StatusCode::BAD_GATEWAY,
         };
         let message = match err {
             EngineError::Timeout => "The memory service did not answer in time.",
             EngineError::Saturated => "Too many concurrent requests to this provider.",
+            EngineError::HeldFull => {
+                "The gateway holds as many answer bytes for slow readers as it allows; retry later."
+            }
             EngineError::Limited { .. } => "A limit set on this provider refused the call; retry after the time given.",
             EngineError::RateLimited { .. } => "The memory service rate-limited the request.",
             EngineError::Unauthorized => "The memory service refused the gateway's credential.",
@@ -457,6 +461,7 @@ mod tests {
             (EngineError::Timeout, 504, "timeout", "retryable"),
             (EngineError::RateLimited { retry_after_seconds: Some(7) }, 429, "rate_limited", "retryable"),
             (EngineError::Saturated, 429, "rate_limited", "retryable"),
+            (EngineError::HeldFull, 503, "provider_error", "retryable"),
             (EngineError::ServerError(500), 502, "provider_error", "retryable"),
             (EngineError::Unauthorized, 502, "unauthorized", "non_retryable"),
             (EngineError::Forbidden, 502, "forbidden", "non_retryable"),
