@@ -37,7 +37,7 @@ use opentelemetry_otlp::{Protocol, WithExportConfig};
 use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::trace::SdkTracerProvider;
 use tracing::Metadata;
-use tracing_subscriber::filter::FilterFn;
+use tracing_subscriber::filter::{FilterExt, FilterFn};
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::{EnvFilter, Layer, fmt};
@@ -112,8 +112,9 @@ pub fn init(options: &Options) -> Telemetry {
         .with_writer(std::io::stderr)
         .with_current_span(true)
         .with_span_list(false)
-        .with_filter(filter)
-        .with_filter(FilterFn::new(move |meta| !drop_log_event(meta)));
+        // One filter: nested ones (`.with_filter(a).with_filter(b)`) would lose the inner
+        // filter's refusal of a span, so a capped library's spans would still be created.
+        .with_filter(filter.and(FilterFn::new(move |meta| !drop_log_event(meta))));
 
     let decision = settings::from_lookup(|name| std::env::var(name).ok());
     let (provider, problem) = match &decision {
@@ -135,7 +136,13 @@ pub fn init(options: &Options) -> Telemetry {
             .with_tracked_inactivity(false)
             .with_filter(FilterFn::new(move |meta| meta.is_span() && exported.contains(&meta.name())))
     });
-    let installed = tracing_subscriber::registry().with(log_layer).with(trace_layer).try_init().is_ok();
+    // Without export the registry gets the log layer alone: an absent (`None`) layer counts as
+    // interested in every callsite, so every span the log filter refuses would still be created.
+    let registry = tracing_subscriber::registry().with(log_layer);
+    let installed = match trace_layer {
+        Some(trace_layer) => registry.with(trace_layer).try_init().is_ok(),
+        None => registry.try_init().is_ok(),
+    };
     if let Some(problem) = problem {
         tracing::warn!("{problem}");
     }
