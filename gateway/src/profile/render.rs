@@ -270,7 +270,9 @@ fn score_value(score: f64) -> Value {
 }
 
 fn utf16_len(text: &str) -> usize {
-    text.chars().map(char::len_utf16).sum()
+    // Per byte, without decoding: every character has one byte that is not a continuation byte
+    // (0b10xx_xxxx), and one outside the BMP (two UTF-16 units) has a four-byte lead (0xF0..).
+    text.bytes().map(|byte| usize::from(byte & 0xc0 != 0x80) + usize::from(byte >= 0xf0)).sum()
 }
 
 /// The first `max` code points of `text`, or `None` when `text` is empty.
@@ -566,6 +568,16 @@ mod tests {
         assert_well_formed(&output);
         assert_eq!(output.items[1], fitting, "all optional fields dropped, content cut to 50 code points");
         assert_eq!(utf16_len(&output.text), MAX_TEXT_UTF16_UNITS);
+    }
+
+    #[test]
+    fn utf16_length_per_byte_equals_the_encoded_length() {
+        for text in ["", "ascii", "é", "中文", "😀", "a😀é中\u{10ffff}\u{7f}\u{80}\u{7ff}\u{800}\u{ffff}\u{10000}"]
+        {
+            assert_eq!(utf16_len(text), text.encode_utf16().count(), "{text:?}");
+        }
+        let every_width: String = (0u32..0x11_0000).step_by(97).filter_map(char::from_u32).collect();
+        assert_eq!(utf16_len(&every_width), every_width.encode_utf16().count());
     }
 
     #[test]
