@@ -30,8 +30,11 @@
 //! a configured one (none by default): 400 / 403; an unknown provider answers 404; a JSON body
 //! over [`MAX_REQUEST_BODY_BYTES`] is 413, one that is not JSON or not JSON-RPC a JSON-RPC error
 //! (`-32700` / `-32600`, HTTP 400); only then does the transport see the request (where rmcp checks
-//! `Host` and `Origin` once more).
+//! `Host` and `Origin` once more), except a plain stateless `tools/call` of `context_search`, which
+//! is answered on the [`direct`] path exactly as rmcp would answer it, without rmcp's per-request
+//! service.
 
+mod direct;
 pub mod http_checks;
 mod server;
 
@@ -131,6 +134,9 @@ type Service = StreamableHttpService<ContextSearchServer, NeverSessionManager>;
 struct McpState {
     search: Arc<dyn ProviderSearch>,
     service: Service,
+    /// Whether eligible `tools/call`s take the direct path ([`direct`]); off only in tests that
+    /// compare it with rmcp's.
+    direct: bool,
     hosts: Vec<String>,
     origins: Vec<String>,
 }
@@ -155,6 +161,11 @@ pub fn router(search: Arc<dyn ProviderSearch>, allowed_hosts: Vec<String>) -> Ro
 /// The axum router serving `/mcp/{provider}` (POST; other methods answer 405 from the transport),
 /// checking each request as the module docs say before the transport sees it.
 pub fn router_with(search: Arc<dyn ProviderSearch>, config: McpHttpConfig) -> Router {
+    router_served(search, config, true)
+}
+
+/// [`router_with`], answering eligible `tools/call`s on the direct path when `direct`.
+fn router_served(search: Arc<dyn ProviderSearch>, config: McpHttpConfig, direct: bool) -> Router {
     let handler_search = Arc::clone(&search);
     let service = StreamableHttpService::new(
         move || Ok(ContextSearchServer::new(Arc::clone(&handler_search))),
@@ -162,7 +173,7 @@ pub fn router_with(search: Arc<dyn ProviderSearch>, config: McpHttpConfig) -> Ro
         transport_config(&config),
     );
     let hosts = config.effective_hosts();
-    let state = Arc::new(McpState { search, service, hosts, origins: config.allowed_origins });
+    let state = Arc::new(McpState { search, service, direct, hosts, origins: config.allowed_origins });
     Router::new().route("/mcp/{provider}", any(serve)).with_state(state)
 }
 
@@ -174,12 +185,19 @@ async fn serve(State(state): State<Arc<McpState>>, Path(provider): Path<String>,
         return (StatusCode::NOT_FOUND, "Not Found: no such provider").into_response();
     }
     let mut request = if request.method() == Method::POST && http_checks::has_json_content_type(request.headers()) {
-        let (parts, body) = request.into_parts();
+        let (mut parts, body) = request.into_parts();
         let Ok(bytes) = axum::body::to_bytes(body, MAX_REQUEST_BODY_BYTES).await else {
             return Refusal::TooLarge.into_response();
         };
         if let Err(refusal) = http_checks::check_body(&bytes) {
             return refusal.into_response();
+        }
+        if state.direct
+            && let Some(call) = direct::direct_call(&parts.headers, &bytes)
+        {
+            parts.extensions.insert(ProviderName(provider));
+            let result = server::context_search(state.search.as_ref(), call.arguments.as_ref(), &parts.extensions);
+            return direct::answer(call.id, result.await);
         }
         Request::from_parts(parts, axum::body::Body::from(bytes))
     } else {

@@ -82,38 +82,50 @@ impl ContextSearchServer {
         context: &RequestContext<RoleServer>,
     ) -> CallToolResult {
         let request = context.extensions.get::<http::request::Parts>().map(|parts| &parts.extensions);
-        let Some((request, ProviderName(provider))) =
-            request.and_then(|request| Some((request, request.get::<ProviderName>()?)))
-        else {
-            tracing::warn!("context_search called without a provider in the request path");
+        let Some(request) = request else {
+            tracing::warn!("context_search called without the HTTP request");
             return failure();
         };
-        let provider = provider.as_str();
-        let Some(query) = query_argument(arguments) else {
-            self.search.record_invalid_call(provider, request);
-            return CallToolResult::error(vec![ContentBlock::text(INPUT_ERROR_TEXT)]);
-        };
-        let outcome = tokio::select! {
+        tokio::select! {
             // Cancellation (client disconnect or `notifications/cancelled`) drops the search
             // future, which aborts the upstream request.
             () = context.ct.cancelled() => {
-                tracing::debug!(provider, outcome = "cancelled", "context_search");
-                return failure();
-            }
-            outcome = self.search.search_in_request(provider, query, SEARCH_LIMIT, request) => outcome,
-        };
-        match outcome {
-            Ok(items) => {
-                let output = render(&items);
-                tracing::debug!(provider, outcome = "ok", items = output.items.len(), "context_search");
-                let mut result = CallToolResult::success(vec![ContentBlock::text(output.text)]);
-                result.structured_content = Some(output.structured);
-                result
-            }
-            Err(err) => {
-                tracing::debug!(provider, outcome = "error", error_code = err.code().as_str(), "context_search");
+                tracing::debug!(outcome = "cancelled", "context_search");
                 failure()
             }
+            result = context_search(self.search.as_ref(), arguments, request) => result,
+        }
+    }
+}
+
+/// One `context_search` call with `arguments`, for the provider named in `request`'s extensions
+/// ([`ProviderName`], with whatever the middleware in front inserted): the tool result of either
+/// path (rmcp's handler and the direct one). Dropping the future aborts the upstream request.
+pub(crate) async fn context_search(
+    search: &dyn ProviderSearch,
+    arguments: Option<&JsonObject>,
+    request: &http::Extensions,
+) -> CallToolResult {
+    let Some(ProviderName(provider)) = request.get::<ProviderName>() else {
+        tracing::warn!("context_search called without a provider in the request path");
+        return failure();
+    };
+    let provider = provider.as_str();
+    let Some(query) = query_argument(arguments) else {
+        search.record_invalid_call(provider, request);
+        return CallToolResult::error(vec![ContentBlock::text(INPUT_ERROR_TEXT)]);
+    };
+    match search.search_in_request(provider, query, SEARCH_LIMIT, request).await {
+        Ok(items) => {
+            let output = render(&items);
+            tracing::debug!(provider, outcome = "ok", items = output.items.len(), "context_search");
+            let mut result = CallToolResult::success(vec![ContentBlock::text(output.text)]);
+            result.structured_content = Some(output.structured);
+            result
+        }
+        Err(err) => {
+            tracing::debug!(provider, outcome = "error", error_code = err.code().as_str(), "context_search");
+            failure()
         }
     }
 }
