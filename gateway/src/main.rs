@@ -30,7 +30,7 @@ use clap::{Args, Parser, Subcommand};
 use memgate_crds::source_file::ReadLimits;
 use memgate_gateway::auth::keys::KeyStore;
 use memgate_gateway::auth::{Authenticator, TokenReviewer};
-use memgate_gateway::config::{ConfigHandle, load_dir, load_dir_with, watch};
+use memgate_gateway::config::{ConfigHandle, load_dir, load_watched, watch};
 use memgate_gateway::engine::{Engine, EngineConfig};
 use memgate_gateway::gateway_id::GatewayId;
 use memgate_gateway::held_bytes::HeldBytes;
@@ -156,7 +156,7 @@ fn with_audit(state: AppState, args: &ServeArgs) -> Result<AppState> {
 async fn serve(args: ServeArgs) -> Result<()> {
     let limits =
         ReadLimits { max_file_bytes: args.config_max_file_bytes, max_total_bytes: args.config_max_total_bytes };
-    let snapshot = load_dir_with(&args.config, limits)
+    let (snapshot, loaded) = load_watched(&args.config, limits)
         .map_err(|err| anyhow::anyhow!("the config in {} cannot be served: {err}", args.config.display()))?;
     tracing::info!(providers = snapshot.providers.len(), disabled = snapshot.disabled.len(), "config loaded");
     let handle = Arc::new(ConfigHandle::new(snapshot));
@@ -207,7 +207,7 @@ async fn serve(args: ServeArgs) -> Result<()> {
     let state = Arc::new(with_audit(state, &args)?);
 
     let interval = Duration::from_millis(args.reload_interval_ms);
-    let watcher = tokio::spawn(watch(handle, args.config.clone(), interval, limits));
+    let watcher = tokio::spawn(watch(handle, args.config.clone(), interval, limits, loaded));
     let bounds = args.listener.limits();
     if bounds.max_connections < args.listener.max_connections {
         tracing::warn!(

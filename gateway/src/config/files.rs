@@ -91,32 +91,71 @@ pub fn read_sources(dir: &Path) -> Result<Sources, LoadError> {
 /// Read every `*.yaml`/`*.yml` under `dir` (recursively, each folder once, skipping hidden entries
 /// such as the `..data` folders of Kubernetes volume mounts) and every Secret folder a
 /// `SecretMount` names, within `limits` (see the module docs).
+///
+/// The fingerprint hashes every YAML file (path and text, in [`collect_yaml_files`]'s order) and
+/// then every Secret folder in the order its `SecretMount` came: [`content_fingerprint`] gives the
+/// same number from the same bytes without parsing any of them.
 pub fn read_sources_with(dir: &Path, limits: ReadLimits) -> Result<Sources, LoadError> {
     let mut sources = Sources::default();
     let mut hasher = DefaultHasher::new();
     let mut reader = SourceReader::new(limits);
+    let mut mounts = Vec::new();
+    for (file, text) in read_yaml_files(dir, &mut reader, &mut hasher)? {
+        let name = file.display().to_string();
+        let docs = documents(&text).map_err(|e| LoadError::Parse { path: name.clone(), message: e.to_string() })?;
+        for (index, value) in docs {
+            let source_name = format!("{name}#{index}");
+            if let Some(mount) = secret_mount(&source_name, &value, dir)? {
+                mounts.push(mount);
+            }
+            sources.documents.push((source_name, value));
+        }
+    }
+    for (key, path) in mounts {
+        let data = read_secret_folder(&path, &mut reader, &mut hasher)?;
+        sources.mounted.insert(key, data);
+        sources.secret_dirs.push(path);
+    }
+    sources.fingerprint = hasher.finish();
+    Ok(sources)
+}
+
+/// The fingerprint [`read_sources_with`] would give for `dir` if its `SecretMount`s named
+/// `secret_dirs` (in that order), from the same bytes read within the same `limits` but with
+/// nothing parsed.
+///
+/// When the YAML files are unchanged since a read that named `secret_dirs`, so are their
+/// `SecretMount`s: an equal fingerprint then means the whole load is unchanged, and a watcher can
+/// skip parsing it (with many providers, parsing is most of a reload's memory and CPU). When the
+/// YAML changed, the fingerprint differs (the YAML's bytes are hashed first) and a full read follows.
+pub fn content_fingerprint(dir: &Path, limits: ReadLimits, secret_dirs: &[PathBuf]) -> Result<u64, LoadError> {
+    let mut hasher = DefaultHasher::new();
+    let mut reader = SourceReader::new(limits);
+    read_yaml_files(dir, &mut reader, &mut hasher)?;
+    for path in secret_dirs {
+        read_secret_folder(path, &mut reader, &mut hasher)?;
+    }
+    Ok(hasher.finish())
+}
+
+/// Every YAML file under `dir` with its text, each hashed by path and text into `hasher`.
+fn read_yaml_files(
+    dir: &Path,
+    reader: &mut SourceReader,
+    hasher: &mut DefaultHasher,
+) -> Result<Vec<(PathBuf, String)>, LoadError> {
     let mut files = Vec::new();
     if !dir.is_dir() {
         return Err(LoadError::Io { path: dir.display().to_string(), message: "not a folder".into() });
     }
     collect_yaml_files(dir, &mut files, &mut BTreeSet::new()).map_err(|e| io_error(dir, &e))?;
+    let mut texts = Vec::with_capacity(files.len());
     for file in files {
-        let name = file.display().to_string();
         let text = reader.read_text(&file).map_err(|e| source_error(&file, &e))?;
-        (&file, &text).hash(&mut hasher);
-        let docs = documents(&text).map_err(|e| LoadError::Parse { path: name.clone(), message: e.to_string() })?;
-        for (index, value) in docs {
-            let source_name = format!("{name}#{index}");
-            if let Some((key, path)) = secret_mount(&source_name, &value, dir)? {
-                let data = read_secret_folder(&path, &mut reader, &mut hasher)?;
-                sources.mounted.insert(key, data);
-                sources.secret_dirs.push(path);
-            }
-            sources.documents.push((source_name, value));
-        }
+        (&file, &text).hash(hasher);
+        texts.push((file, text));
     }
-    sources.fingerprint = hasher.finish();
-    Ok(sources)
+    Ok(texts)
 }
 
 /// A hash of the metadata of everything a load of `dir` that named the Secret folders
@@ -308,6 +347,38 @@ spec:
         let before = read_sources(dir.path()).expect("readable").fingerprint;
         std::fs::write(secrets.join("api-key"), "two").expect("write");
         assert_ne!(before, read_sources(dir.path()).expect("readable").fingerprint);
+    }
+
+    #[test]
+    fn content_fingerprint_is_a_full_reads_without_parsing() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let secrets = dir.path().join("secrets");
+        std::fs::create_dir_all(&secrets).expect("mkdir");
+        std::fs::write(secrets.join("api-key"), "one").expect("write");
+        let mount = format!(
+            "apiVersion: {SECRET_MOUNT_API_VERSION}\nkind: {SECRET_MOUNT_KIND}\nmetadata: {{name: mem0-api, namespace: agents}}\npath: secrets\n"
+        );
+        std::fs::write(dir.path().join("a.yaml"), format!("{PROVIDER}---\n{mount}")).expect("write");
+        std::fs::write(dir.path().join("b.yaml"), "kind: Other\n").expect("write");
+        let full = read_sources(dir.path()).expect("readable");
+        assert_eq!(full.secret_dirs, std::slice::from_ref(&secrets));
+        let content =
+            |dirs: &[PathBuf]| content_fingerprint(dir.path(), ReadLimits::default(), dirs).expect("readable");
+        assert_eq!(content(&full.secret_dirs), full.fingerprint, "the same bytes, the same fingerprint");
+        assert_ne!(content(&[]), full.fingerprint, "the Secret folder counts");
+
+        std::fs::write(secrets.join("api-key"), "two").expect("write");
+        let changed = read_sources(dir.path()).expect("readable").fingerprint;
+        assert_ne!(changed, full.fingerprint);
+        assert_eq!(content(&full.secret_dirs), changed, "a changed Secret key is seen without parsing");
+
+        // Not YAML at all: hashed, never parsed, so the fingerprint differs and a full read reports it.
+        std::fs::write(dir.path().join("b.yaml"), "kind: [unclosed\n").expect("write");
+        assert!(read_sources(dir.path()).is_err());
+        assert_ne!(content(&full.secret_dirs), changed);
+        let small = ReadLimits { max_file_bytes: 16, max_total_bytes: 1024 };
+        let err = content_fingerprint(dir.path(), small, &full.secret_dirs).unwrap_err().to_string();
+        assert!(err.contains("--config-max-file-bytes"), "the same limits as a full read: {err}");
     }
 
     #[cfg(unix)]

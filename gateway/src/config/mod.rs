@@ -20,8 +20,8 @@ mod model;
 
 pub use build::{BuildError, build_snapshot};
 pub use files::{
-    LoadError, MAX_SECRET_FILE_BYTES, Sources, failure_fingerprint, load_dir, load_dir_with, metadata_fingerprint,
-    read_sources, read_sources_with,
+    LoadError, MAX_SECRET_FILE_BYTES, Sources, content_fingerprint, failure_fingerprint, load_dir, load_dir_with,
+    metadata_fingerprint, read_sources, read_sources_with,
 };
-pub use handle::{ConfigHandle, FULL_READ_EVERY, ReloadStatus, watch};
+pub use handle::{ConfigHandle, FULL_READ_EVERY, Loaded, ReloadStatus, load_watched, watch};
 pub use model::{Access, Provider, SECRET_MOUNT_API_VERSION, SECRET_MOUNT_KIND, Snapshot};
