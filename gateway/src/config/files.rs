@@ -294,17 +294,20 @@ mod tests {
 
     use super::*;
 
-    const PROVIDER: &str = r#"
-apiVersion: memgate.io/v1alpha1
-kind: MemoryProvider
-metadata: {name: repo-memory, namespace: agents}
-spec:
-  dialect: {builtin: mem0-oss-rest-2026-08}
-  endpoint: {origin: "http://127.0.0.1:18888", allowInsecureHttp: true}
-  credentials: {secretRef: {name: mem0-api, key: api-key}}
-  scope: {userId: repository-memory, agentId: qwen-code}
-  access: {anonymous: true}
-"#;
+    use crate::config::test_fixtures::PROVIDER;
+
+    /// `file` in `dir` holds [`PROVIDER`] and a SecretMount of `dir/secrets`, whose key `api-key`
+    /// holds "one"; returns that folder.
+    fn with_mounted_secret(dir: &Path, file: &str) -> PathBuf {
+        let secrets = dir.join("secrets");
+        std::fs::create_dir_all(&secrets).expect("mkdir");
+        std::fs::write(secrets.join("api-key"), "one").expect("write");
+        let mount = format!(
+            "apiVersion: {SECRET_MOUNT_API_VERSION}\nkind: {SECRET_MOUNT_KIND}\nmetadata: {{name: mem0-api, namespace: agents}}\npath: secrets\n"
+        );
+        std::fs::write(dir.join(file), format!("{PROVIDER}---\n{mount}")).expect("write");
+        secrets
+    }
 
     /// The operator's rendered layout: objects plus a SecretMount pointing at a Secret volume.
     #[test]
@@ -337,13 +340,7 @@ spec:
     #[test]
     fn fingerprint_covers_mounted_secret_files() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let secrets = dir.path().join("secrets");
-        std::fs::create_dir_all(&secrets).expect("mkdir");
-        std::fs::write(secrets.join("api-key"), "one").expect("write");
-        let mount = format!(
-            "apiVersion: {SECRET_MOUNT_API_VERSION}\nkind: {SECRET_MOUNT_KIND}\nmetadata: {{name: mem0-api, namespace: agents}}\npath: secrets\n"
-        );
-        std::fs::write(dir.path().join("gateway.yaml"), format!("{PROVIDER}---\n{mount}")).expect("write");
+        let secrets = with_mounted_secret(dir.path(), "gateway.yaml");
         let before = read_sources(dir.path()).expect("readable").fingerprint;
         std::fs::write(secrets.join("api-key"), "two").expect("write");
         assert_ne!(before, read_sources(dir.path()).expect("readable").fingerprint);
@@ -352,13 +349,7 @@ spec:
     #[test]
     fn content_fingerprint_is_a_full_reads_without_parsing() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let secrets = dir.path().join("secrets");
-        std::fs::create_dir_all(&secrets).expect("mkdir");
-        std::fs::write(secrets.join("api-key"), "one").expect("write");
-        let mount = format!(
-            "apiVersion: {SECRET_MOUNT_API_VERSION}\nkind: {SECRET_MOUNT_KIND}\nmetadata: {{name: mem0-api, namespace: agents}}\npath: secrets\n"
-        );
-        std::fs::write(dir.path().join("a.yaml"), format!("{PROVIDER}---\n{mount}")).expect("write");
+        let secrets = with_mounted_secret(dir.path(), "a.yaml");
         std::fs::write(dir.path().join("b.yaml"), "kind: Other\n").expect("write");
         let full = read_sources(dir.path()).expect("readable");
         assert_eq!(full.secret_dirs, std::slice::from_ref(&secrets));

@@ -217,22 +217,14 @@ mod tests {
         assert_eq!(poll.secret_dirs, [PathBuf::from("/secrets/a")], "kept from the last successful read");
     }
 
-    const CONFIG: &str = r#"
-apiVersion: memgate.io/v1alpha1
-kind: MemoryProvider
-metadata: {name: repo-memory, namespace: agents}
-spec:
-  dialect: {builtin: mem0-oss-rest-2026-08}
-  endpoint: {origin: "http://127.0.0.1:18888", allowInsecureHttp: true}
-  credentials: {secretRef: {name: mem0-api, key: api-key}}
-  scope: {userId: repository-memory, agentId: qwen-code}
-  access: {anonymous: true}
----
-apiVersion: v1
-kind: Secret
-metadata: {name: mem0-api, namespace: agents}
-stringData: {api-key: dev-key}
-"#;
+    use crate::config::test_fixtures::PROVIDER;
+
+    /// [`PROVIDER`] with its Secret.
+    fn config() -> String {
+        format!(
+            "{PROVIDER}---\napiVersion: v1\nkind: Secret\nmetadata: {{name: mem0-api, namespace: agents}}\nstringData: {{api-key: dev-key}}\n"
+        )
+    }
 
     /// Polls until `done` holds for the handle, for at most 10 s.
     async fn until(handle: &ConfigHandle, done: impl Fn(&ConfigHandle) -> bool) -> bool {
@@ -249,7 +241,7 @@ stringData: {api-key: dev-key}
     async fn the_watcher_starts_from_the_first_load_and_rebuilds_only_on_new_content() {
         let dir = tempfile::tempdir().expect("tempdir");
         let file = dir.path().join("gateway.yaml");
-        std::fs::write(&file, CONFIG).expect("write");
+        std::fs::write(&file, config()).expect("write");
         let (snapshot, loaded) = load_watched(dir.path(), ReadLimits::default()).expect("loads");
         let handle = Arc::new(ConfigHandle::new(snapshot));
         let task = tokio::spawn(watch(
@@ -261,11 +253,11 @@ stringData: {api-key: dev-key}
         ));
         // Rewritten with the same bytes (new metadata): read, hashed, and not rebuilt.
         std::fs::remove_file(&file).expect("rm");
-        std::fs::write(&file, CONFIG).expect("write");
+        std::fs::write(&file, config()).expect("write");
         tokio::time::sleep(Duration::from_millis(100)).await;
         assert_eq!(handle.status().generation, 1, "the same content is not a reload");
 
-        std::fs::write(&file, CONFIG.replace("qwen-code", "other-agent")).expect("write");
+        std::fs::write(&file, config().replace("qwen-code", "other-agent")).expect("write");
         assert!(until(&handle, |h| h.status().generation == 2).await, "new content is served");
         let served = handle.snapshot();
         assert_eq!(
@@ -276,7 +268,7 @@ stringData: {api-key: dev-key}
         std::fs::write(&file, "kind: [unclosed\n").expect("write");
         assert!(until(&handle, |h| h.status().last_error.is_some()).await, "a broken file is reported");
         assert_eq!(handle.status().generation, 2, "and the last good config kept");
-        std::fs::write(&file, CONFIG).expect("write");
+        std::fs::write(&file, config()).expect("write");
         assert!(until(&handle, |h| h.status().generation == 3).await, "a fixed file is served again");
         task.abort();
     }

@@ -25,3 +25,19 @@ pub use files::{
 };
 pub use handle::{ConfigHandle, FULL_READ_EVERY, Loaded, ReloadStatus, load_watched, watch};
 pub use model::{Access, Provider, SECRET_MOUNT_API_VERSION, SECRET_MOUNT_KIND, Snapshot};
+
+/// A provider the config tests share (its Secret `agents/mem0-api`, key `api-key`, not included).
+#[cfg(test)]
+mod test_fixtures {
+    pub(super) const PROVIDER: &str = r#"
+apiVersion: memgate.io/v1alpha1
+kind: MemoryProvider
+metadata: {name: repo-memory, namespace: agents}
+spec:
+  dialect: {builtin: mem0-oss-rest-2026-08}
+  endpoint: {origin: "http://127.0.0.1:18888", allowInsecureHttp: true}
+  credentials: {secretRef: {name: mem0-api, key: api-key}}
+  scope: {userId: repository-memory, agentId: qwen-code}
+  access: {anonymous: true}
+"#;
+}
