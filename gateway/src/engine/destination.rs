@@ -34,22 +34,34 @@ impl Resolve for GuardedResolver {
     fn resolve(&self, name: Name) -> Resolving {
         let placement = self.placement;
         Box::pin(async move {
-            let resolved = tokio::net::lookup_host((name.as_str(), 0)).await?;
-            let allowed: Vec<SocketAddr> = resolved
-                .filter(|address| match refused_address(address.ip(), placement) {
-                    Some(why) => {
-                        tracing::warn!(reason = why, "upstream address refused at connect time");
-                        false
-                    }
-                    None => true,
-                })
-                .collect();
-            if allowed.is_empty() {
-                return Err(Box::new(RefusedDestination) as Box<dyn std::error::Error + Send + Sync>);
-            }
+            let allowed = allowed_addresses(name.as_str(), 0, placement).await?;
             Ok(Box::new(allowed.into_iter()) as Addrs)
         })
     }
+}
+
+/// The addresses of `name` (with `port`) that `placement` allows, in the resolver's order; an
+/// error when it does not resolve or every address is refused (each refusal is logged, without
+/// the name or the address).
+pub async fn allowed_addresses(
+    name: &str,
+    port: u16,
+    placement: Placement,
+) -> Result<Vec<SocketAddr>, Box<dyn std::error::Error + Send + Sync>> {
+    let resolved = tokio::net::lookup_host((name, port)).await?;
+    let allowed: Vec<SocketAddr> = resolved
+        .filter(|address| match refused_address(address.ip(), placement) {
+            Some(why) => {
+                tracing::warn!(reason = why, "upstream address refused at connect time");
+                false
+            }
+            None => true,
+        })
+        .collect();
+    if allowed.is_empty() {
+        return Err(Box::new(RefusedDestination));
+    }
+    Ok(allowed)
 }
 
 /// Why the host written in `url` is refused at `placement`, if it is.

@@ -14,6 +14,7 @@
 pub mod client;
 pub mod destination;
 pub mod error;
+mod http1;
 pub mod normalize;
 pub mod request;
 pub mod write;

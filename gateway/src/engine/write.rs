@@ -43,11 +43,11 @@
 use memgate_crds::validation::join_url;
 use memgate_crds::{AuthScheme, SearchMethod};
 use memgate_presets::{WriteAnswer, WriteContract};
-use reqwest::header::{HeaderValue, RETRY_AFTER};
+use reqwest::header::HeaderValue;
 use serde_json::{Map, Value, json};
 use tokio::time::{Instant, timeout_at};
 
-use super::client::{Engine, read_capped};
+use super::client::{Answer, Engine};
 use super::error::EngineError;
 use super::request::{Target, UpstreamRequest};
 
@@ -210,25 +210,23 @@ impl Engine {
         let request = build_add_request(target, auth, contract, unit)?;
         let _permit = self.permit(provider, deadline, target.timeout).await?;
         let exchange = async {
-            let response = match self.send(request).await {
-                Ok(response) => response,
+            // Not counted against the held-bytes budget: the write is done, and a refusal there
+            // would turn a stored unit into an unknown one.
+            let answer = match self.exchange(request, None).await {
+                Ok(answer) => answer,
                 // Nothing was sent: the caller may safely send again.
                 Err(EngineError::Connect) => return Err(EngineError::Connect),
                 Err(EngineError::InvalidRequest) => return Err(EngineError::InvalidRequest),
                 // Sent, then lost: stored or not is unknown.
                 Err(_) => return Ok(WriteOutcome::Degraded { reason: REASON_CONNECTION_LOST }),
             };
-            let status = response.status();
-            if !status.is_success() {
-                let retry_after = response.headers().get(RETRY_AFTER).map(HeaderValue::as_bytes);
-                return classify_status(status.as_u16(), retry_after);
+            match answer {
+                Answer::Refused { status, retry_after } => {
+                    classify_status(status, retry_after.as_ref().map(HeaderValue::as_bytes))
+                }
+                Answer::Body(Ok((body, _))) => Ok(classify_answer(contract.answer, &body)),
+                Answer::Body(Err(_)) => Ok(WriteOutcome::Degraded { reason: REASON_UNRECOGNISED }),
             }
-            // Not counted against the held-bytes budget: the write is done, and a refusal here
-            // would turn a stored unit into an unknown one.
-            Ok(match read_capped(response, None).await.map(|(body, _)| body) {
-                Ok(body) => classify_answer(contract.answer, &body),
-                Err(_) => WriteOutcome::Degraded { reason: REASON_UNRECOGNISED },
-            })
         };
         timeout_at(deadline, exchange).await.unwrap_or(Ok(WriteOutcome::Degraded { reason: REASON_TIMEOUT }))
     }

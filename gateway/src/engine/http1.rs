@@ -1,0 +1,250 @@
+//! Upstream exchanges with `http://` origins (searches and writes): pooled HTTP/1.1 connections
+//! driven by the calling task.
+//!
+//! reqwest (over hyper-util's pooled client) runs every upstream connection in a task of its own:
+//! a call hands its request to that task and is woken again when the answer and each body chunk
+//! arrive, a cross-task (often cross-thread) wake-up each, on a path whose own work is a few
+//! microseconds. Here a call leases one idle connection (or opens one), polls hyper's HTTP/1
+//! connection itself while it sends the request and reads the answer, and hands the connection
+//! back once the body has ended: the socket's readiness wakes the one task that needs the bytes.
+//!
+//! Same rules as the rest of the engine: no redirects (an answer is an answer), no retries, no
+//! proxy, names resolved through the destination guard, addresses written in the URL judged by
+//! the caller ([`super::destination::refused_url`]). A lease dropped before its answer ended
+//! closes its connection. Idle connections are closed after [`UPSTREAM_IDLE_TIMEOUT`]; a sweeper
+//! task runs while any are pooled.
+//!
+//! `https://` origins stay on reqwest (rustls with the platform's roots, HTTP/2 by ALPN).
+
+use std::collections::HashMap;
+use std::future::{Future, poll_fn};
+use std::net::SocketAddr;
+use std::pin::{Pin, pin};
+use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::task::{Context, Poll};
+
+use http_body::Body as _;
+use http_body_util::{BodyExt, Full};
+use hyper::body::{Bytes, Incoming};
+use hyper::client::conn::http1::{Connection, SendRequest, handshake};
+use hyper_util::rt::TokioIo;
+use memgate_crds::validation::destination::Placement;
+use tokio::net::TcpStream;
+use tokio::time::Instant;
+
+use super::client::UPSTREAM_IDLE_TIMEOUT;
+use super::destination::allowed_addresses;
+use super::error::EngineError;
+
+/// Idle connections kept per origin; more are closed when handed back.
+const MAX_IDLE_PER_ORIGIN: usize = 64;
+
+/// The most bytes of an unwanted body (a refusal's) read to keep its connection.
+const MAX_DISCARDED_BYTES: usize = 16 * 1024;
+
+type Body = Full<Bytes>;
+type Conn = Connection<TokioIo<TcpStream>, Body>;
+
+/// The pool of idle HTTP/1.1 connections, keyed by `host:port`.
+#[derive(Debug)]
+pub(super) struct Http1Pool {
+    shared: Arc<Shared>,
+}
+
+#[derive(Debug)]
+struct Shared {
+    placement: Placement,
+    state: Mutex<PoolState>,
+}
+
+#[derive(Debug, Default)]
+struct PoolState {
+    idle: HashMap<String, Vec<Idle>>,
+    sweeping: bool,
+}
+
+#[derive(Debug)]
+struct Idle {
+    sender: SendRequest<Body>,
+    conn: Conn,
+    since: Instant,
+}
+
+/// One connection in use by one call: returned to the pool by [`Lease::release`], closed when
+/// dropped.
+#[derive(Debug)]
+pub(super) struct Lease {
+    key: String,
+    sender: SendRequest<Body>,
+    conn: Conn,
+    /// The connection future has completed (closed or failed): it must not be polled again.
+    ended: bool,
+    pool: Arc<Shared>,
+}
+
+impl Http1Pool {
+    /// An empty pool for a process at `placement`.
+    pub(super) fn new(placement: Placement) -> Http1Pool {
+        Http1Pool { shared: Arc::new(Shared { placement, state: Mutex::default() }) }
+    }
+
+    /// A connection to `url`'s origin ready to send: an idle one that is still open, or a new one.
+    /// [`EngineError::Connect`] when none could be had (nothing was sent).
+    pub(super) async fn lease(&self, url: &url::Url) -> Result<Lease, EngineError> {
+        let host = url.host_str().ok_or(EngineError::Connect)?;
+        let port = url.port_or_known_default().ok_or(EngineError::Connect)?;
+        let key = format!("{host}:{port}");
+        while let Some(idle) = self.take_idle(&key) {
+            let mut lease = Lease {
+                key: key.clone(),
+                sender: idle.sender,
+                conn: idle.conn,
+                ended: false,
+                pool: Arc::clone(&self.shared),
+            };
+            // Polling the idle connection once notices a close by the upstream meanwhile.
+            if lease.ready().await.is_ok() {
+                return Ok(lease);
+            }
+        }
+        let stream = connect(url, port, self.shared.placement).await?;
+        let (sender, conn) = handshake(TokioIo::new(stream)).await.map_err(|_| EngineError::Connect)?;
+        let mut lease = Lease { key, sender, conn, ended: false, pool: Arc::clone(&self.shared) };
+        lease.ready().await.map_err(|_| EngineError::Connect)?;
+        Ok(lease)
+    }
+
+    /// No idle connection is pooled.
+    #[cfg(test)]
+    pub(super) fn is_empty(&self) -> bool {
+        self.shared.state.lock().unwrap_or_else(PoisonError::into_inner).idle.values().all(Vec::is_empty)
+    }
+
+    fn take_idle(&self, key: &str) -> Option<Idle> {
+        let mut state = self.shared.state.lock().unwrap_or_else(PoisonError::into_inner);
+        let idle = state.idle.get_mut(key)?;
+        while let Some(entry) = idle.pop() {
+            if entry.since.elapsed() < UPSTREAM_IDLE_TIMEOUT {
+                return Some(entry);
+            }
+        }
+        None
+    }
+}
+
+impl Lease {
+    /// Send `request` and return the answer's head; the body is read with [`Lease::next_chunk`].
+    pub(super) async fn send(&mut self, request: http::Request<Body>) -> Result<http::Response<Incoming>, EngineError> {
+        let mut answer = pin!(self.sender.send_request(request));
+        self.drive(|_, cx| answer.as_mut().poll(cx)).await?.map_err(|_| EngineError::Transport)
+    }
+
+    /// The next chunk of `body`, `None` at its end.
+    pub(super) async fn next_chunk(&mut self, body: &mut Incoming) -> Result<Option<Bytes>, EngineError> {
+        loop {
+            let mut frame = pin!(body.frame());
+            match self.drive(|_, cx| frame.as_mut().poll(cx)).await? {
+                None => return Ok(None),
+                Some(Err(_)) => return Err(EngineError::Transport),
+                Some(Ok(frame)) => {
+                    if let Ok(data) = frame.into_data() {
+                        return Ok(Some(data));
+                    }
+                    // Trailers carry nothing the engine reads.
+                }
+            }
+        }
+    }
+
+    /// Read the rest of a body not wanted (a refusal's) and hand the connection back, or close it
+    /// when the body is longer than [`MAX_DISCARDED_BYTES`] or fails.
+    pub(super) async fn finish_short(mut self, body: &mut Incoming) {
+        let mut read = 0;
+        while let Ok(Some(chunk)) = self.next_chunk(body).await {
+            read += chunk.len();
+            if read > MAX_DISCARDED_BYTES {
+                return;
+            }
+        }
+        if body.is_end_stream() {
+            self.release();
+        }
+    }
+
+    /// Hand the connection back for the next call (its answer was read to the end).
+    pub(super) fn release(self) {
+        if self.ended || self.sender.is_closed() {
+            return;
+        }
+        let pool = Arc::clone(&self.pool);
+        let mut state = pool.state.lock().unwrap_or_else(PoisonError::into_inner);
+        let idle = state.idle.entry(self.key).or_default();
+        if idle.len() >= MAX_IDLE_PER_ORIGIN {
+            return;
+        }
+        idle.push(Idle { sender: self.sender, conn: self.conn, since: Instant::now() });
+        if !state.sweeping {
+            state.sweeping = true;
+            tokio::spawn(sweep(Arc::downgrade(&pool)));
+        }
+    }
+
+    /// Wait until the connection takes a request (the upstream did not close it meanwhile).
+    async fn ready(&mut self) -> Result<(), EngineError> {
+        self.drive(|sender, cx| sender.poll_ready(cx)).await?.map_err(|_| EngineError::Connect)
+    }
+
+    /// Poll the connection and `work` together until `work` is ready; the connection does the
+    /// socket I/O `work` waits for. Fails with [`EngineError::Transport`] when the connection
+    /// ended and `work` is still waiting.
+    async fn drive<T>(
+        &mut self,
+        mut work: impl FnMut(&mut SendRequest<Body>, &mut Context<'_>) -> Poll<T>,
+    ) -> Result<T, EngineError> {
+        poll_fn(|cx| {
+            if !self.ended && Pin::new(&mut self.conn).poll(cx).is_ready() {
+                self.ended = true;
+            }
+            if let Poll::Ready(output) = work(&mut self.sender, cx) {
+                return Poll::Ready(Ok(output));
+            }
+            if self.ended { Poll::Ready(Err(EngineError::Transport)) } else { Poll::Pending }
+        })
+        .await
+    }
+}
+
+/// Close the connections idle for [`UPSTREAM_IDLE_TIMEOUT`], once per that interval, until the
+/// pool is empty or gone.
+async fn sweep(pool: Weak<Shared>) {
+    loop {
+        tokio::time::sleep(UPSTREAM_IDLE_TIMEOUT).await;
+        let Some(pool) = pool.upgrade() else { return };
+        let mut state = pool.state.lock().unwrap_or_else(PoisonError::into_inner);
+        state.idle.retain(|_, idle| {
+            idle.retain(|entry| entry.since.elapsed() < UPSTREAM_IDLE_TIMEOUT);
+            !idle.is_empty()
+        });
+        if state.idle.is_empty() {
+            state.sweeping = false;
+            return;
+        }
+    }
+}
+
+/// A TCP connection to `url`'s host at `port`: a name through the destination guard, addresses
+/// tried in order; `TCP_NODELAY` like reqwest's.
+async fn connect(url: &url::Url, port: u16, placement: Placement) -> Result<TcpStream, EngineError> {
+    let addresses: Vec<SocketAddr> = match url.host().ok_or(EngineError::Connect)? {
+        url::Host::Ipv4(ip) => vec![SocketAddr::from((ip, port))],
+        url::Host::Ipv6(ip) => vec![SocketAddr::from((ip, port))],
+        url::Host::Domain(name) => allowed_addresses(name, port, placement).await.map_err(|_| EngineError::Connect)?,
+    };
+    for address in addresses {
+        if let Ok(stream) = TcpStream::connect(address).await {
+            let _ = stream.set_nodelay(true);
+            return Ok(stream);
+        }
+    }
+    Err(EngineError::Connect)
+}
