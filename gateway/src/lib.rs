@@ -44,3 +44,4 @@ pub mod serve_args;
 pub mod server;
 pub mod state;
 pub mod telemetry;
+pub mod wake_gate;

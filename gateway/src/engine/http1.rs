@@ -35,6 +35,7 @@ use tokio::time::Instant;
 use super::client::UPSTREAM_IDLE_TIMEOUT;
 use super::destination::allowed_addresses;
 use super::error::EngineError;
+use crate::wake_gate::WakeGate;
 
 /// Idle connections kept per origin; more are closed when handed back.
 const MAX_IDLE_PER_ORIGIN: usize = 64;
@@ -67,6 +68,7 @@ struct PoolState {
 struct Idle {
     sender: SendRequest<Body>,
     conn: Conn,
+    gate: WakeGate,
     since: Instant,
 }
 
@@ -77,6 +79,7 @@ pub(super) struct Lease {
     key: String,
     sender: SendRequest<Body>,
     conn: Conn,
+    gate: WakeGate,
     /// The connection future has completed (closed or failed): it must not be polled again.
     ended: bool,
     pool: Arc<Shared>,
@@ -99,6 +102,7 @@ impl Http1Pool {
                 key: key.clone(),
                 sender: idle.sender,
                 conn: idle.conn,
+                gate: idle.gate,
                 ended: false,
                 pool: Arc::clone(&self.shared),
             };
@@ -109,7 +113,8 @@ impl Http1Pool {
         }
         let stream = connect(url, port, self.shared.placement).await?;
         let (sender, conn) = handshake(TokioIo::new(stream)).await.map_err(|_| EngineError::Connect)?;
-        let mut lease = Lease { key, sender, conn, ended: false, pool: Arc::clone(&self.shared) };
+        let mut lease =
+            Lease { key, sender, conn, gate: WakeGate::default(), ended: false, pool: Arc::clone(&self.shared) };
         lease.ready().await.map_err(|_| EngineError::Connect)?;
         Ok(lease)
     }
@@ -135,7 +140,8 @@ impl Http1Pool {
 impl Lease {
     /// Send `request` and return the answer's head; the body is read with [`Lease::next_chunk`].
     pub(super) async fn send(&mut self, request: http::Request<Body>) -> Result<http::Response<Incoming>, EngineError> {
-        let mut answer = pin!(self.sender.send_request(request));
+        // Queuing the request wakes the connection, which `drive` polls first anyway.
+        let mut answer = pin!(self.gate.held(|| self.sender.send_request(request)));
         self.drive(|_, cx| answer.as_mut().poll(cx)).await?.map_err(|_| EngineError::Transport)
     }
 
@@ -182,7 +188,7 @@ impl Lease {
         if idle.len() >= MAX_IDLE_PER_ORIGIN {
             return;
         }
-        idle.push(Idle { sender: self.sender, conn: self.conn, since: Instant::now() });
+        idle.push(Idle { sender: self.sender, conn: self.conn, gate: self.gate, since: Instant::now() });
         if !state.sweeping {
             state.sweeping = true;
             tokio::spawn(sweep(Arc::downgrade(&pool)));
@@ -196,19 +202,25 @@ impl Lease {
 
     /// Poll the connection and `work` together until `work` is ready; the connection does the
     /// socket I/O `work` waits for. Fails with [`EngineError::Transport`] when the connection
-    /// ended and `work` is still waiting.
+    /// ended and `work` is still waiting. Through the lease's [`WakeGate`]: the wakes the two give
+    /// each other (the connection handing over the answer, the body asking for more) are
+    /// answered by polling again, not by rescheduling the task.
     async fn drive<T>(
         &mut self,
         mut work: impl FnMut(&mut SendRequest<Body>, &mut Context<'_>) -> Poll<T>,
     ) -> Result<T, EngineError> {
+        let Lease { gate, conn, sender, ended, .. } = self;
         poll_fn(|cx| {
-            if !self.ended && Pin::new(&mut self.conn).poll(cx).is_ready() {
-                self.ended = true;
-            }
-            if let Poll::Ready(output) = work(&mut self.sender, cx) {
-                return Poll::Ready(Ok(output));
-            }
-            if self.ended { Poll::Ready(Err(EngineError::Transport)) } else { Poll::Pending }
+            gate.poll(cx, |gated| {
+                if !*ended && Pin::new(&mut *conn).poll(gated).is_ready() {
+                    *ended = true;
+                }
+                match work(sender, gated) {
+                    Poll::Ready(output) => Poll::Ready(Ok(output)),
+                    Poll::Pending if *ended => Poll::Ready(Err(EngineError::Transport)),
+                    Poll::Pending => Poll::Pending,
+                }
+            })
         })
         .await
     }

@@ -130,10 +130,11 @@ impl Listener {
             let _ = socket2::SockRef::from(&stream).set_tcp_user_timeout(Some(shared.limits.write_timeout));
             let (builder, shared, shutdown, alive) =
                 (Arc::clone(&builder), Arc::clone(&shared), shutdown.clone(), alive.clone());
-            tokio::spawn(async move {
+            // Gated: the parts of one connection's work wake each other without rescheduling it.
+            tokio::spawn(crate::wake_gate::gated(async move {
                 connection::watch(stream, ClientAddr(peer.ip()), builder, shared, activity, evicted, shutdown).await;
                 drop((slot, alive));
-            });
+            }));
         }
         drop(socket);
         drop(alive);
