@@ -46,25 +46,22 @@ const MAX_DISCARDED_BYTES: usize = 16 * 1024;
 type Body = Full<Bytes>;
 type Conn = Connection<TokioIo<TcpStream>, Body>;
 
-/// The pool of idle HTTP/1.1 connections, keyed by `host:port`.
-#[derive(Debug)]
+/// The pool of idle HTTP/1.1 connections, keyed by `host:port`. Its `Debug` shows no origin.
 pub(super) struct Http1Pool {
     shared: Arc<Shared>,
 }
 
-#[derive(Debug)]
 struct Shared {
     placement: Placement,
     state: Mutex<PoolState>,
 }
 
-#[derive(Debug, Default)]
+#[derive(Default)]
 struct PoolState {
     idle: HashMap<String, Vec<Idle>>,
     sweeping: bool,
 }
 
-#[derive(Debug)]
 struct Idle {
     sender: SendRequest<Body>,
     conn: Conn,
@@ -74,7 +71,6 @@ struct Idle {
 
 /// One connection in use by one call: returned to the pool by [`Lease::release`], closed when
 /// dropped.
-#[derive(Debug)]
 pub(super) struct Lease {
     key: String,
     sender: SendRequest<Body>,
@@ -83,6 +79,13 @@ pub(super) struct Lease {
     /// The connection future has completed (closed or failed): it must not be polled again.
     ended: bool,
     pool: Arc<Shared>,
+}
+
+impl std::fmt::Debug for Http1Pool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let state = self.shared.state.lock().unwrap_or_else(PoisonError::into_inner);
+        f.debug_struct("Http1Pool").field("idle", &state.idle.values().map(Vec::len).sum::<usize>()).finish()
+    }
 }
 
 impl Http1Pool {
