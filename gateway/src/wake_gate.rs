@@ -112,12 +112,28 @@ mod tests {
         }
     }
 
+    /// A task waker counting its wakes, and a fresh gate.
+    fn setup() -> (Arc<Counter>, Waker, WakeGate) {
+        let counter = Arc::new(Counter::default());
+        (Arc::clone(&counter), Waker::from(counter), WakeGate::default())
+    }
+
+    /// Poll `gate` once with a step that stays pending; the waker the step was given (what a
+    /// socket would keep).
+    fn pending_poll(gate: &WakeGate, cx: &mut Context<'_>) -> Waker {
+        let mut kept = None;
+        let polled: Poll<()> = gate.poll(cx, |gated| {
+            kept = Some(gated.waker().clone());
+            Poll::Pending
+        });
+        assert_eq!(polled, Poll::Pending);
+        kept.expect("the step ran")
+    }
+
     #[test]
     fn a_wake_during_polling_polls_again_instead_of_waking_the_task() {
-        let counter = Arc::new(Counter::default());
-        let task = Waker::from(Arc::clone(&counter));
+        let (counter, task, gate) = setup();
         let mut cx = Context::from_waker(&task);
-        let gate = WakeGate::default();
         let mut rounds = 0;
         // The first round wakes itself (an answer handed over); the second finds it ready.
         let polled = gate.poll(&mut cx, |gated| {
@@ -135,28 +151,19 @@ mod tests {
 
     #[test]
     fn a_wake_after_polling_wakes_the_task() {
-        let counter = Arc::new(Counter::default());
-        let task = Waker::from(Arc::clone(&counter));
+        let (counter, task, gate) = setup();
         let mut cx = Context::from_waker(&task);
-        let gate = WakeGate::default();
-        let mut kept = None;
-        let polled: Poll<()> = gate.poll(&mut cx, |gated| {
-            kept = Some(gated.waker().clone());
-            Poll::Pending
-        });
-        assert_eq!(polled, Poll::Pending);
+        let kept = pending_poll(&gate, &mut cx);
         assert_eq!(counter.0.load(Ordering::SeqCst), 0);
         // The socket becomes readable later: the task must run.
-        kept.expect("registered").wake();
+        kept.wake();
         assert_eq!(counter.0.load(Ordering::SeqCst), 1);
     }
 
     #[test]
     fn a_step_that_keeps_waking_itself_yields_after_the_round_limit() {
-        let counter = Arc::new(Counter::default());
-        let task = Waker::from(Arc::clone(&counter));
+        let (counter, task, gate) = setup();
         let mut cx = Context::from_waker(&task);
-        let gate = WakeGate::default();
         let mut rounds = 0;
         let polled: Poll<()> = gate.poll(&mut cx, |gated| {
             rounds += 1;
@@ -170,16 +177,9 @@ mod tests {
 
     #[test]
     fn wakes_inside_held_are_dropped_and_later_ones_wake_the_task() {
-        let counter = Arc::new(Counter::default());
-        let task = Waker::from(Arc::clone(&counter));
+        let (counter, task, gate) = setup();
         let mut cx = Context::from_waker(&task);
-        let gate = WakeGate::default();
-        let mut kept = None;
-        let _: Poll<()> = gate.poll(&mut cx, |gated| {
-            kept = Some(gated.waker().clone());
-            Poll::Pending
-        });
-        let kept = kept.expect("registered");
+        let kept = pending_poll(&gate, &mut cx);
         gate.held(|| kept.wake_by_ref());
         assert_eq!(counter.0.load(Ordering::SeqCst), 0);
         kept.wake_by_ref();
