@@ -99,7 +99,7 @@ impl Engine {
             .map_err(|_| EngineInitError)?;
         Ok(Engine {
             client,
-            http1: Http1Pool::new(config.placement),
+            http1: Http1Pool::new(config.placement, UPSTREAM_IDLE_TIMEOUT),
             placement: config.placement,
             permits_per_provider: config.permits_per_provider.max(1),
             permits: Mutex::default(),

@@ -11,7 +11,7 @@
 //! Same rules as the rest of the engine: no redirects (an answer is an answer), no retries, no
 //! proxy, names resolved through the destination guard, addresses written in the URL judged by
 //! the caller ([`super::destination::refused_url`]). A lease dropped before its answer ended
-//! closes its connection. Idle connections are closed after [`UPSTREAM_IDLE_TIMEOUT`]; a sweeper
+//! closes its connection. Idle connections are closed after the pool's idle timeout; a sweeper
 //! task runs while any are pooled.
 //!
 //! `https://` origins stay on reqwest (rustls with the platform's roots, HTTP/2 by ALPN).
@@ -22,6 +22,7 @@ use std::net::SocketAddr;
 use std::pin::{Pin, pin};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 use http_body::Body as _;
 use http_body_util::{BodyExt, Full};
@@ -32,7 +33,6 @@ use memgate_crds::validation::destination::Placement;
 use tokio::net::TcpStream;
 use tokio::time::Instant;
 
-use super::client::UPSTREAM_IDLE_TIMEOUT;
 use super::destination::allowed_addresses;
 use super::error::EngineError;
 use crate::wake_gate::WakeGate;
@@ -53,6 +53,7 @@ pub(super) struct Http1Pool {
 
 struct Shared {
     placement: Placement,
+    idle_timeout: Duration,
     state: Mutex<PoolState>,
 }
 
@@ -90,8 +91,8 @@ impl std::fmt::Debug for Http1Pool {
 
 impl Http1Pool {
     /// An empty pool for a process at `placement`.
-    pub(super) fn new(placement: Placement) -> Http1Pool {
-        Http1Pool { shared: Arc::new(Shared { placement, state: Mutex::default() }) }
+    pub(super) fn new(placement: Placement, idle_timeout: Duration) -> Http1Pool {
+        Http1Pool { shared: Arc::new(Shared { placement, idle_timeout, state: Mutex::default() }) }
     }
 
     /// A connection to `url`'s origin ready to send: an idle one that is still open, or a new one.
@@ -132,7 +133,7 @@ impl Http1Pool {
         let mut state = self.shared.state.lock().unwrap_or_else(PoisonError::into_inner);
         let idle = state.idle.get_mut(key)?;
         while let Some(entry) = idle.pop() {
-            if entry.since.elapsed() < UPSTREAM_IDLE_TIMEOUT {
+            if entry.since.elapsed() < self.shared.idle_timeout {
                 return Some(entry);
             }
         }
@@ -229,15 +230,16 @@ impl Lease {
     }
 }
 
-/// Close the connections idle for [`UPSTREAM_IDLE_TIMEOUT`], once per that interval, until the
+/// Close the connections idle for the pool's idle timeout, once per that interval, until the
 /// pool is empty or gone.
 async fn sweep(pool: Weak<Shared>) {
     loop {
-        tokio::time::sleep(UPSTREAM_IDLE_TIMEOUT).await;
+        let Some(interval) = pool.upgrade().map(|pool| pool.idle_timeout) else { return };
+        tokio::time::sleep(interval).await;
         let Some(pool) = pool.upgrade() else { return };
         let mut state = pool.state.lock().unwrap_or_else(PoisonError::into_inner);
         state.idle.retain(|_, idle| {
-            idle.retain(|entry| entry.since.elapsed() < UPSTREAM_IDLE_TIMEOUT);
+            idle.retain(|entry| entry.since.elapsed() < pool.idle_timeout);
             !idle.is_empty()
         });
         if state.idle.is_empty() {
