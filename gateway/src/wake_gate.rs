@@ -5,7 +5,10 @@
 //! hands over. Tokio's multi-thread scheduler answers a task that wakes itself while it runs by
 //! rescheduling it as a yield, which also wakes an idle worker: a futex call, a context switch
 //! and a worker that finds nothing to do, several times per request on a path whose own work
-//! takes microseconds (seen with `strace`/`perf` under the benchmark).
+//! takes microseconds (seen with `strace`/`perf` under the benchmark). In tokio 1.54.1: a task
+//! notified while it runs is rescheduled through `yield_now` (`runtime/task/harness.rs`), the
+//! multi-thread handle's `yield_now` schedules it as a yield (`scheduler/multi_thread/handle.rs`),
+//! and a yielded task always notifies a parked worker (`schedule_local` in `worker.rs`).
 //!
 //! A [`WakeGate`] polls through a waker of its own. A wake while the gate polls is only noted,
 //! and the gate polls again at once; a wake at any other time (a socket became readable, a timer
