@@ -1,9 +1,11 @@
-//! The HTTP side of the engine: the one shared client, per-provider permits, the deadline and the
-//! response-size cap.
+//! The HTTP side of the engine: the shared upstream transports (pooled HTTP/1.1 connections the
+//! calling task drives for `http://` origins, `http1`; reqwest for `https://`), per-provider
+//! permits, the deadline and the response-size cap.
 //!
-//! This is the only code in memgate that performs upstream HTTP. It never follows redirects, never
-//! retries, never caches, never uses an environment proxy, and never logs or formats the query,
-//! the URL, the credential, a body or a transport error (whose text contains the URL).
+//! This and `http1` are the only code in memgate that performs upstream HTTP. It never follows
+//! redirects, never retries, never caches, never uses an environment proxy, and never logs or
+//! formats the query, the URL, the credential, a body or a transport error (whose text contains
+//! the URL).
 //!
 //! Concurrency policy: each provider key has its own semaphore of `permits_per_provider` permits,
 //! so a slow provider can only exhaust its own permits. A call waits for a permit until its
@@ -16,6 +18,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use http_body::Body as _;
 use http_body_util::Full;
 use memgate_crds::{DialectPresetSpec, SearchMethod};
 use memgate_presets::ContentEncoding;
@@ -70,7 +73,7 @@ pub struct EngineInitError;
 #[derive(Debug)]
 pub struct Engine {
     client: reqwest::Client,
-    /// `http://` searches: connections driven by the calling task (`http1`).
+    /// `http://` origins, searches and writes: connections driven by the calling task (`http1`).
     http1: Http1Pool,
     placement: Placement,
     permits_per_provider: usize,
@@ -193,12 +196,7 @@ impl Engine {
     /// Send `request` and read its 2xx body, at most [`MAX_RESPONSE_BYTES`], with its share of the
     /// held-bytes budget (keep it until the body is turned into items).
     async fn fetch(&self, request: UpstreamRequest) -> Result<(Vec<u8>, Option<OwnedSemaphorePermit>), EngineError> {
-        match self.exchange(request, self.held.as_ref()).await? {
-            Answer::Refused { status, retry_after } => {
-                Err(EngineError::from_status(status, retry_after.as_ref().map(HeaderValue::as_bytes)))
-            }
-            Answer::Body(body) => body,
-        }
+        self.exchange(request, self.held.as_ref()).await?.into_search_body()
     }
 
     /// Send `request` and read its answer: a 2xx body through [`CappedBody`] (held bytes counted
@@ -245,7 +243,8 @@ impl Engine {
             });
         }
         let read = async {
-            let mut capped = CappedBody::new(content_length(&head.headers), held)?;
+            // The declared length, as reqwest's `content_length` reads it (the body's exact size).
+            let mut capped = CappedBody::new(body.size_hint().exact(), held)?;
             while let Some(chunk) = lease.next_chunk(&mut body).await? {
                 capped.push(&chunk)?;
             }
@@ -288,6 +287,18 @@ pub(super) enum Answer {
     /// A 2xx status: the body (within the cap) and its share of the held bytes, or why it could
     /// not be read.
     Body(Result<(Vec<u8>, Option<OwnedSemaphorePermit>), EngineError>),
+}
+
+impl Answer {
+    /// What a search makes of the answer: the 2xx body, or the status's error.
+    fn into_search_body(self) -> Result<(Vec<u8>, Option<OwnedSemaphorePermit>), EngineError> {
+        match self {
+            Answer::Refused { status, retry_after } => {
+                Err(EngineError::from_status(status, retry_after.as_ref().map(HeaderValue::as_bytes)))
+            }
+            Answer::Body(body) => body,
+        }
+    }
 }
 
 /// A header value as sent; credential headers are marked sensitive (never printed by hyper).
@@ -363,11 +374,6 @@ impl<'a> CappedBody<'a> {
     }
 }
 
-/// A valid `content-length` of `headers`, if any.
-fn content_length(headers: &http::HeaderMap) -> Option<u64> {
-    headers.get(http::header::CONTENT_LENGTH)?.to_str().ok()?.parse().ok()
-}
-
 /// `request` as hyper's HTTP/1.1 client sends it: origin-form target, the `host` header last (as
 /// hyper-util's pooled client adds it for reqwest), credential headers marked sensitive.
 fn http1_request(request: &UpstreamRequest) -> Result<http::Request<Full<hyper::body::Bytes>>, EngineError> {
@@ -380,11 +386,8 @@ fn http1_request(request: &UpstreamRequest) -> Result<http::Request<Full<hyper::
     for (name, value) in &request.headers {
         builder = builder.header(*name, header_value(name, value)?);
     }
-    let host = request.url.host_str().ok_or(EngineError::InvalidRequest)?;
-    let host = match request.url.port() {
-        Some(port) => format!("{host}:{port}"),
-        None => host.to_string(),
-    };
+    // `host[:port]` as written (the URL leaves out a scheme's default port), as hyper-util sets it.
+    let host = &request.url[url::Position::BeforeHost..url::Position::AfterPort];
     builder = builder.header(http::header::HOST, host);
     let body = match &request.body {
         Some(body) => serde_json::to_vec(body).map_err(|_| EngineError::InvalidRequest)?.into(),
@@ -438,12 +441,7 @@ mod tests {
             &self,
             request: UpstreamRequest,
         ) -> Result<(Vec<u8>, Option<OwnedSemaphorePermit>), EngineError> {
-            match self.exchange_http1(&request, None).await? {
-                Answer::Refused { status, retry_after } => {
-                    Err(EngineError::from_status(status, retry_after.as_ref().map(HeaderValue::as_bytes)))
-                }
-                Answer::Body(body) => body,
-            }
+            self.exchange_http1(&request, None).await?.into_search_body()
         }
     }
 

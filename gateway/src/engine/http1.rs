@@ -46,7 +46,8 @@ const MAX_DISCARDED_BYTES: usize = 16 * 1024;
 type Body = Full<Bytes>;
 type Conn = Connection<TokioIo<TcpStream>, Body>;
 
-/// The pool of idle HTTP/1.1 connections, keyed by `host:port`. Its `Debug` shows no origin.
+/// The pool of idle HTTP/1.1 connections, keyed by origin (`http://host[:port]`). Its `Debug`
+/// shows no origin.
 pub(super) struct Http1Pool {
     shared: Arc<Shared>,
 }
@@ -63,20 +64,24 @@ struct PoolState {
     sweeping: bool,
 }
 
-struct Idle {
+/// One connection to an origin: hyper's two halves and the gate they are polled through.
+struct Link {
+    /// The origin, the pool's key (allocated once per connection, not per call).
+    origin: String,
     sender: SendRequest<Body>,
     conn: Conn,
     gate: WakeGate,
+}
+
+struct Idle {
+    link: Link,
     since: Instant,
 }
 
 /// One connection in use by one call: returned to the pool by [`Lease::release`], closed when
 /// dropped.
 pub(super) struct Lease {
-    key: String,
-    sender: SendRequest<Body>,
-    conn: Conn,
-    gate: WakeGate,
+    link: Link,
     /// The connection future has completed (closed or failed): it must not be polled again.
     ended: bool,
     pool: Arc<Shared>,
@@ -98,27 +103,19 @@ impl Http1Pool {
     /// A connection to `url`'s origin ready to send: an idle one that is still open, or a new one.
     /// [`EngineError::Connect`] when none could be had (nothing was sent).
     pub(super) async fn lease(&self, url: &url::Url) -> Result<Lease, EngineError> {
-        let host = url.host_str().ok_or(EngineError::Connect)?;
-        let port = url.port_or_known_default().ok_or(EngineError::Connect)?;
-        let key = format!("{host}:{port}");
-        while let Some(idle) = self.take_idle(&key) {
-            let mut lease = Lease {
-                key: key.clone(),
-                sender: idle.sender,
-                conn: idle.conn,
-                gate: idle.gate,
-                ended: false,
-                pool: Arc::clone(&self.shared),
-            };
+        let origin = &url[..url::Position::BeforePath];
+        while let Some(idle) = self.take_idle(origin) {
+            let mut lease = Lease { link: idle.link, ended: false, pool: Arc::clone(&self.shared) };
             // Polling the idle connection once notices a close by the upstream meanwhile.
             if lease.ready().await.is_ok() {
                 return Ok(lease);
             }
         }
+        let port = url.port_or_known_default().ok_or(EngineError::Connect)?;
         let stream = connect(url, port, self.shared.placement).await?;
         let (sender, conn) = handshake(TokioIo::new(stream)).await.map_err(|_| EngineError::Connect)?;
-        let mut lease =
-            Lease { key, sender, conn, gate: WakeGate::default(), ended: false, pool: Arc::clone(&self.shared) };
+        let link = Link { origin: origin.to_owned(), sender, conn, gate: WakeGate::default() };
+        let mut lease = Lease { link, ended: false, pool: Arc::clone(&self.shared) };
         lease.ready().await.map_err(|_| EngineError::Connect)?;
         Ok(lease)
     }
@@ -129,9 +126,9 @@ impl Http1Pool {
         self.shared.state.lock().unwrap_or_else(PoisonError::into_inner).idle.values().all(Vec::is_empty)
     }
 
-    fn take_idle(&self, key: &str) -> Option<Idle> {
+    fn take_idle(&self, origin: &str) -> Option<Idle> {
         let mut state = self.shared.state.lock().unwrap_or_else(PoisonError::into_inner);
-        let idle = state.idle.get_mut(key)?;
+        let idle = state.idle.get_mut(origin)?;
         while let Some(entry) = idle.pop() {
             if entry.since.elapsed() < self.shared.idle_timeout {
                 return Some(entry);
@@ -145,7 +142,8 @@ impl Lease {
     /// Send `request` and return the answer's head; the body is read with [`Lease::next_chunk`].
     pub(super) async fn send(&mut self, request: http::Request<Body>) -> Result<http::Response<Incoming>, EngineError> {
         // Queuing the request wakes the connection, which `drive` polls first anyway.
-        let mut answer = pin!(self.gate.held(|| self.sender.send_request(request)));
+        let Link { sender, gate, .. } = &mut self.link;
+        let mut answer = pin!(gate.held(|| sender.send_request(request)));
         self.drive(|_, cx| answer.as_mut().poll(cx)).await?.map_err(|_| EngineError::Transport)
     }
 
@@ -183,19 +181,21 @@ impl Lease {
 
     /// Hand the connection back for the next call (its answer was read to the end).
     pub(super) fn release(self) {
-        if self.ended || self.sender.is_closed() {
+        if self.ended || self.link.sender.is_closed() {
             return;
         }
-        let pool = Arc::clone(&self.pool);
-        let mut state = pool.state.lock().unwrap_or_else(PoisonError::into_inner);
-        let idle = state.idle.entry(self.key).or_default();
+        let mut state = self.pool.state.lock().unwrap_or_else(PoisonError::into_inner);
+        let idle = match state.idle.get_mut(&self.link.origin) {
+            Some(idle) => idle,
+            None => state.idle.entry(self.link.origin.clone()).or_default(),
+        };
         if idle.len() >= MAX_IDLE_PER_ORIGIN {
             return;
         }
-        idle.push(Idle { sender: self.sender, conn: self.conn, gate: self.gate, since: Instant::now() });
+        idle.push(Idle { link: self.link, since: Instant::now() });
         if !state.sweeping {
             state.sweeping = true;
-            tokio::spawn(sweep(Arc::downgrade(&pool)));
+            tokio::spawn(sweep(Arc::downgrade(&self.pool)));
         }
     }
 
@@ -213,7 +213,7 @@ impl Lease {
         &mut self,
         mut work: impl FnMut(&mut SendRequest<Body>, &mut Context<'_>) -> Poll<T>,
     ) -> Result<T, EngineError> {
-        let Lease { gate, conn, sender, ended, .. } = self;
+        let Lease { link: Link { gate, conn, sender, .. }, ended, .. } = self;
         poll_fn(|cx| {
             gate.poll(cx, |gated| {
                 if !*ended && Pin::new(&mut *conn).poll(gated).is_ready() {
