@@ -41,11 +41,15 @@ pub const MAX_RESPONSE_BYTES: usize = 1024 * 1024;
 /// Default number of concurrent upstream requests per provider.
 pub const DEFAULT_PERMITS_PER_PROVIDER: usize = 16;
 
-/// How long an idle upstream connection stays pooled for reuse (reqwest's default is 90 s). The
-/// pool checks once per this interval, so an idle connection is closed within twice it: after a
-/// burst (an upstream answering 429 with keep-alive, say) the gateway's sockets and connection
-/// tasks are back to normal within 20 s instead of up to 180 s.
-pub const UPSTREAM_IDLE_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long an idle upstream connection stays pooled for reuse (reqwest's default is 90 s).
+///
+/// Shorter than the keep-alive of the Mem0 server: mem0ai/mem0 `server/Dockerfile` runs `uvicorn
+/// main:app` with uvicorn's default `timeout_keep_alive = 5` (encode/uvicorn `uvicorn/config.py`),
+/// so uvicorn closes a connection idle for 5 s. A connection pooled longer could be taken for a call
+/// at the moment uvicorn closes it, and that call would fail (nothing is retried). The pools check
+/// once per this interval, so an idle connection is closed within twice it: after a burst (an
+/// upstream answering 429 with keep-alive, say) the gateway's sockets are back to normal within 8 s.
+pub const UPSTREAM_IDLE_TIMEOUT: Duration = Duration::from_secs(4);
 
 /// Engine settings.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -552,6 +556,23 @@ mod tests {
         }
         let connections: Vec<usize> = seen.lock().expect("seen").iter().map(|(connection, _)| *connection).collect();
         assert_eq!(connections, [0, 0, 1, 1, 2]);
+    }
+
+    /// A connection idle for the idle timeout is not taken for a call: a Mem0 server (uvicorn,
+    /// keep-alive 5 s; see [`UPSTREAM_IDLE_TIMEOUT`]) may be closing it at that very moment. The
+    /// upstream here keeps it open, so only the pool's own rule can make the second call connect anew.
+    #[tokio::test]
+    async fn a_connection_idle_for_the_idle_timeout_is_not_reused() {
+        const UVICORN_KEEP_ALIVE: Duration = Duration::from_secs(5);
+        assert!(UPSTREAM_IDLE_TIMEOUT < UVICORN_KEEP_ALIVE);
+        let (url, seen) = recording_server(ANSWER, 2).await;
+        let engine = Engine::new(EngineConfig::default()).expect("engine");
+        let request = || upstream_request(SearchMethod::Post, &url, "search");
+        engine.fetch_driven(request()).await.expect("first answer");
+        tokio::time::sleep(UPSTREAM_IDLE_TIMEOUT + Duration::from_millis(200)).await;
+        engine.fetch_driven(request()).await.expect("second answer");
+        let connections: Vec<usize> = seen.lock().expect("seen").iter().map(|(connection, _)| *connection).collect();
+        assert_eq!(connections, [0, 1], "the idle connection was not reused");
     }
 
     /// A call dropped while waiting for its answer (its deadline passed) closes its connection
