@@ -249,19 +249,108 @@ async fn sweep(pool: Weak<Shared>) {
     }
 }
 
-/// A TCP connection to `url`'s host at `port`: a name through the destination guard, addresses
-/// tried in order; `TCP_NODELAY` like reqwest's.
+/// A TCP connection to `url`'s host at `port`: a name through the destination guard, the
+/// addresses in the order of [`connect_any`]; `TCP_NODELAY` like reqwest's.
 async fn connect(url: &url::Url, port: u16, placement: Placement) -> Result<TcpStream, EngineError> {
     let addresses: Vec<SocketAddr> = match url.host().ok_or(EngineError::Connect)? {
         url::Host::Ipv4(ip) => vec![SocketAddr::from((ip, port))],
         url::Host::Ipv6(ip) => vec![SocketAddr::from((ip, port))],
         url::Host::Domain(name) => allowed_addresses(name, port, placement).await.map_err(|_| EngineError::Connect)?,
     };
+    let stream = connect_any(&addresses).await?;
+    let _ = stream.set_nodelay(true);
+    Ok(stream)
+}
+
+/// How long the addresses of the first address's family have alone before the other family's are
+/// tried beside them: hyper-util's connector (reqwest's) uses 300 ms (`happy_eyeballs_timeout` in
+/// `client/legacy/connect/http.rs`, hyper-util 0.1.21).
+const FALLBACK_DELAY: Duration = Duration::from_millis(300);
+
+/// Connect as hyper-util's connector does: the addresses of the first address's family one after
+/// another, and, when the name also has addresses of the other family, those one after another
+/// starting [`FALLBACK_DELAY`] later; the first connection made wins. A dual-stack name whose first
+/// family is unreachable therefore costs 300 ms, not the call's whole deadline.
+async fn connect_any(addresses: &[SocketAddr]) -> Result<TcpStream, EngineError> {
+    let (preferred, fallback) = split_by_family(addresses);
+    let preferred = connect_in_order(preferred);
+    if fallback.is_empty() {
+        return preferred.await;
+    }
+    let fallback = async {
+        tokio::time::sleep(FALLBACK_DELAY).await;
+        connect_in_order(fallback).await
+    };
+    let (mut preferred, mut fallback) = (pin!(preferred), pin!(fallback));
+    tokio::select! {
+        first = &mut preferred => match first {
+            Ok(stream) => Ok(stream),
+            Err(_) => fallback.await,
+        },
+        second = &mut fallback => match second {
+            Ok(stream) => Ok(stream),
+            Err(_) => preferred.await,
+        },
+    }
+}
+
+/// The addresses of the first address's family, and the others, each in the resolver's order.
+fn split_by_family(addresses: &[SocketAddr]) -> (Vec<SocketAddr>, Vec<SocketAddr>) {
+    let first_is_v6 = addresses.first().is_some_and(SocketAddr::is_ipv6);
+    addresses.iter().partition(|address| address.is_ipv6() == first_is_v6)
+}
+
+async fn connect_in_order(addresses: Vec<SocketAddr>) -> Result<TcpStream, EngineError> {
     for address in addresses {
         if let Ok(stream) = TcpStream::connect(address).await {
-            let _ = stream.set_nodelay(true);
             return Ok(stream);
         }
     }
     Err(EngineError::Connect)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn addresses_split_by_the_first_address_family_in_resolver_order() {
+        let address = |text: &str| text.parse::<SocketAddr>().expect("address");
+        let mixed = [address("[::1]:80"), address("10.0.0.1:80"), address("[::2]:80"), address("10.0.0.2:80")];
+        assert_eq!(
+            split_by_family(&mixed),
+            (vec![address("[::1]:80"), address("[::2]:80")], vec![address("10.0.0.1:80"), address("10.0.0.2:80")])
+        );
+        assert_eq!(split_by_family(&mixed[1..2]), (vec![address("10.0.0.1:80")], vec![]));
+    }
+
+    /// The preferred family's only address never answers (a listener whose accept queue is full:
+    /// Linux drops the SYN); the other family's address is reached after the fallback delay
+    /// instead of after the call's deadline.
+    #[tokio::test]
+    async fn an_unanswering_first_family_falls_back_to_the_other() {
+        let full = socket2::Socket::new(socket2::Domain::IPV6, socket2::Type::STREAM, None).expect("socket");
+        full.bind(&"[::1]:0".parse::<SocketAddr>().expect("address").into()).expect("bind ::1");
+        full.listen(0).expect("listen");
+        let full_address = full.local_addr().expect("address").as_socket().expect("inet");
+        // Fill the accept queue; later SYNs are dropped and those connects hang.
+        let mut queued = Vec::new();
+        while queued.len() < 8 {
+            match tokio::time::timeout(Duration::from_millis(200), TcpStream::connect(full_address)).await {
+                Ok(Ok(stream)) => queued.push(stream),
+                _ => break,
+            }
+        }
+        let hangs = tokio::time::timeout(Duration::from_millis(500), TcpStream::connect(full_address)).await;
+        assert!(hangs.is_err(), "the first family's address does not answer");
+        let good = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let good_address = good.local_addr().expect("address");
+        let started = Instant::now();
+        let stream = tokio::time::timeout(Duration::from_secs(10), connect_any(&[full_address, good_address]))
+            .await
+            .expect("connected before the bound")
+            .expect("connected");
+        assert_eq!(stream.peer_addr().expect("peer"), good_address);
+        assert!(started.elapsed() >= FALLBACK_DELAY, "the preferred family had its head start");
+    }
 }
