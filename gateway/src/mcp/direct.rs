@@ -1,37 +1,66 @@
-//! The direct path of `/mcp/{provider}`: a stateless `tools/call` of `context_search` from a client
-//! of a protocol version before 2026-07-28 (Qwen Code, the official SDKs' current releases, Nexent)
-//! answered without rmcp's per-request service.
+//! The direct path of `/mcp/{provider}`: a stateless `tools/call` of `context_search` answered
+//! without rmcp's per-request service, from a client of either protocol era: one before 2026-07-28
+//! (Qwen Code, the official SDKs' handshake sessions, Nexent) or a 2026-07-28 one (per-request
+//! `_meta`, SEP-2243 `Mcp-Method`/`Mcp-Name` headers, no handshake).
 //!
 //! rmcp 3.11.0 serves every stateless POST through a one-shot service: a serve loop task, a handler
 //! task and a response-send task, joined by channels and cancellation tokens
-//! (`streamable_http_server/tower.rs` `handle_post`, `service.rs` `serve_inner`). For the one
-//! request agents make on every turn that costs more than the search itself, so this path answers
-//! it in the request's own task, after parsing the body once with rmcp's own message type.
+//! (`streamable_http_server/tower.rs` `handle_post` and `serve_negotiated_request_directly`,
+//! `service.rs` `serve_inner`). For the one request agents make on every turn that costs more than
+//! the search itself, so this path answers it in the request's own task, after parsing the body
+//! once with rmcp's own message type.
 //!
-//! It takes only requests whose handling by rmcp is known exactly; everything else (other methods,
-//! 2026-07-28 requests with their per-request `_meta` and `Mcp-*` headers, `_meta` of any kind,
-//! unusual `Accept` syntax, a missing or unknown `MCP-Protocol-Version`) goes to rmcp unchanged.
+//! It takes only requests whose handling by rmcp is known exactly; everything else goes to rmcp
+//! unchanged: other methods, unusual `Accept` syntax, a missing, repeated or unknown
+//! `MCP-Protocol-Version`, any `Mcp-*` header the era does not call for (a session id,
+//! `Mcp-Param-*`), and
+//! - before 2026-07-28: any `_meta`;
+//! - 2026-07-28: anything but exactly one `Mcp-Method: tools/call` and one plain
+//!   `Mcp-Name: context_search` (no Base64 form), and a `_meta` other than the three lifecycle keys
+//!   (`protocolVersion` naming 2026-07-28, well-formed `clientCapabilities`, and `clientInfo` if
+//!   sent, well-formed), which rmcp's `validate_standard_headers`,
+//!   `validate_request_protocol_version_meta` and its handler's metadata check all pass.
+//!
 //! For the requests it takes, it mirrors rmcp's checks that can refuse them (`Accept` naming both
-//! `application/json` and `text/event-stream`, the JSON content type, a known protocol version
-//! header) and rmcp's answer: the same JSON-RPC response, its result passed through
-//! `ServerResult::strip_result_type_for_legacy_peer` and `strip_non_object_output_for_legacy_peer`
-//! as rmcp's `ServerHandler` dispatch does for peers before 2026-07-28 (`handler/server.rs`),
-//! serialised by rmcp's types, `200` `application/json`. A client that disconnects drops the call,
-//! which aborts the upstream request, as rmcp's cancellation does. The unit test
-//! `the_direct_path_answers_exactly_as_rmcp_does` sends one corpus of requests through both paths.
+//! `application/json` and `text/event-stream`, the JSON content type) and rmcp's answer: the same
+//! JSON-RPC response, `200` `application/json`, its result shaped as rmcp's `ServerHandler` dispatch
+//! shapes it for the request's era (`handler/server.rs`): `fill_missing_cache_hints` for 2026-07-28,
+//! `strip_result_type_for_legacy_peer` and `strip_non_object_output_for_legacy_peer` before it,
+//! serialised by rmcp's types. A client that disconnects drops the call, which aborts the upstream
+//! request, as rmcp's cancellation does. The unit tests `the_direct_path_answers_exactly_as_rmcp_does`
+//! and `per_request_calls_are_answered_exactly_as_rmcp_does` send corpora of requests through both
+//! paths.
 
 use axum::http::header::{ACCEPT, CONTENT_TYPE};
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use rmcp::model::{
-    CallToolResponse, CallToolResult, ClientJsonRpcMessage, ClientRequest, JsonObject, ProtocolVersion, RequestId,
-    ServerJsonRpcMessage, ServerResult,
+    CallToolResponse, CallToolResult, ClientJsonRpcMessage, ClientRequest, GetMeta, JsonObject, ProtocolVersion,
+    RequestId, RequestMetaObject, ServerJsonRpcMessage, ServerResult,
 };
 
 use super::server::TOOL_NAME;
 
 /// The protocol version header (rmcp's `HEADER_MCP_PROTOCOL_VERSION`).
 const PROTOCOL_VERSION_HEADER: &str = "mcp-protocol-version";
+/// SEP-2243's method header (rmcp's `HEADER_MCP_METHOD`).
+const METHOD_HEADER: &str = "mcp-method";
+/// SEP-2243's name header (rmcp's `HEADER_MCP_NAME`).
+const NAME_HEADER: &str = "mcp-name";
+
+/// The `_meta` keys of the 2026-07-28 lifecycle (rmcp's `RequestMetaObject::META_KEY_*`).
+const META_PROTOCOL_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
+const META_CLIENT_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
+const META_CLIENT_INFO: &str = "io.modelcontextprotocol/clientInfo";
+
+/// The protocol era of a direct call: it decides how rmcp's dispatch shapes the result.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Era {
+    /// A version negotiated by the `initialize` handshake (2024-11-05 .. 2025-11-25).
+    Handshake,
+    /// 2026-07-28: every request carries its own lifecycle `_meta`.
+    PerRequest,
+}
 
 /// A `tools/call` of `context_search` the direct path answers.
 #[derive(Debug, Clone, PartialEq)]
@@ -40,29 +69,44 @@ pub(crate) struct DirectCall {
     pub(crate) id: RequestId,
     /// The call's arguments, as rmcp would hand them to the tool.
     pub(crate) arguments: Option<JsonObject>,
+    /// The client's protocol era.
+    pub(crate) era: Era,
 }
 
-/// The call in `body` when the request is one the direct path takes (see the module docs); `None`
-/// sends it to rmcp.
-pub(crate) fn direct_call(headers: &HeaderMap, body: &[u8]) -> Option<DirectCall> {
-    if !accepts_json_and_event_stream(headers) || !has_json_content_type(headers) || !legacy_version(headers) {
+/// The call in `message` when the request is one the direct path takes (see the module docs);
+/// `None` sends it to rmcp.
+pub(crate) fn direct_call(headers: &HeaderMap, message: ClientJsonRpcMessage) -> Option<DirectCall> {
+    if !accepts_json_and_event_stream(headers) || !has_json_content_type(headers) {
         return None;
     }
-    let Ok(ClientJsonRpcMessage::Request(request)) = serde_json::from_slice::<ClientJsonRpcMessage>(body) else {
-        return None;
+    let era = era(headers)?;
+    let ClientJsonRpcMessage::Request(request) = message else { return None };
+    // rmcp keeps a request's `_meta` in its extensions, not in its params, once deserialised.
+    let meta = request.request.get_meta();
+    let meta = match era {
+        Era::Handshake => meta.0.is_empty(),
+        Era::PerRequest => per_request_meta(meta),
     };
     let ClientRequest::CallToolRequest(call) = request.request else { return None };
     let params = call.params;
-    let no_meta = params.meta.as_ref().is_none_or(|meta| meta.0.is_empty());
     let plain = params.input_responses.is_none() && params.request_state.is_none();
-    (params.name == TOOL_NAME && no_meta && plain).then_some(DirectCall { id: request.id, arguments: params.arguments })
+    (params.name == TOOL_NAME && meta && plain).then_some(DirectCall {
+        id: request.id,
+        arguments: params.arguments,
+        era,
+    })
 }
 
-/// rmcp's answer to the call `id` that ended with `result`.
-pub(crate) fn answer(id: RequestId, result: CallToolResult) -> Response {
+/// rmcp's answer to the call `id` of a client in `era` that ended with `result`.
+pub(crate) fn answer(id: RequestId, era: Era, result: CallToolResult) -> Response {
     let mut result = ServerResult::from(CallToolResponse::from(result));
-    result.strip_result_type_for_legacy_peer();
-    result.strip_non_object_output_for_legacy_peer();
+    match era {
+        Era::Handshake => {
+            result.strip_result_type_for_legacy_peer();
+            result.strip_non_object_output_for_legacy_peer();
+        }
+        Era::PerRequest => result.fill_missing_cache_hints(),
+    }
     match serde_json::to_vec(&ServerJsonRpcMessage::response(result, id)) {
         Ok(body) => {
             (StatusCode::OK, [(CONTENT_TYPE, HeaderValue::from_static("application/json"))], body).into_response()
@@ -97,16 +141,42 @@ fn has_json_content_type(headers: &HeaderMap) -> bool {
     })
 }
 
-/// Exactly one `MCP-Protocol-Version`, a version rmcp knows from before 2026-07-28, and no other
-/// `Mcp-*` header (no session id, no SEP-2243 standard headers).
-fn legacy_version(headers: &HeaderMap) -> bool {
-    let mut versions = headers.get_all(PROTOCOL_VERSION_HEADER).iter();
-    let (Some(version), None) = (versions.next(), versions.next()) else { return false };
-    let others = headers.keys().any(|name| name.as_str().starts_with("mcp-") && name != PROTOCOL_VERSION_HEADER);
-    let known = ProtocolVersion::KNOWN_VERSIONS
+/// The era named by exactly one `MCP-Protocol-Version` with exactly the other `Mcp-*` headers that
+/// era calls for: none before 2026-07-28 (no session id, no SEP-2243 headers); for 2026-07-28 one
+/// `Mcp-Method: tools/call` and one `Mcp-Name: context_search`, byte for byte.
+fn era(headers: &HeaderMap) -> Option<Era> {
+    let version = single(headers, PROTOCOL_VERSION_HEADER)?;
+    let mut others =
+        headers.keys().filter(|name| name.as_str().starts_with("mcp-") && *name != PROTOCOL_VERSION_HEADER);
+    if version.as_bytes() == ProtocolVersion::V_2026_07_28.as_str().as_bytes() {
+        let method = single(headers, METHOD_HEADER).is_some_and(|value| value.as_bytes() == b"tools/call");
+        let name = single(headers, NAME_HEADER).is_some_and(|value| value.as_bytes() == TOOL_NAME.as_bytes());
+        let unexpected = others.any(|header| header != METHOD_HEADER && header != NAME_HEADER);
+        return (method && name && !unexpected).then_some(Era::PerRequest);
+    }
+    let handshake = ProtocolVersion::KNOWN_VERSIONS
         .iter()
         .any(|known| known.as_str().as_bytes() == version.as_bytes() && *known < ProtocolVersion::V_2026_07_28);
-    known && !others
+    (handshake && others.next().is_none()).then_some(Era::Handshake)
+}
+
+/// The one value of header `name`; `None` when absent or repeated.
+fn single<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a HeaderValue> {
+    let mut values = headers.get_all(name).iter();
+    let (Some(value), None) = (values.next(), values.next()) else { return None };
+    Some(value)
+}
+
+/// A 2026-07-28 `_meta` with the lifecycle keys and nothing else: a `protocolVersion` of 2026-07-28,
+/// well-formed `clientCapabilities`, and `clientInfo` well-formed when sent.
+fn per_request_meta(meta: &RequestMetaObject) -> bool {
+    let known = meta
+        .0
+        .keys()
+        .all(|key| [META_PROTOCOL_VERSION, META_CLIENT_CAPABILITIES, META_CLIENT_INFO].contains(&key.as_str()));
+    let version = meta.protocol_version().is_some_and(|version| version == ProtocolVersion::V_2026_07_28);
+    let client_info = !meta.0.contains_key(META_CLIENT_INFO) || meta.client_info().is_some();
+    known && version && meta.client_capabilities().is_some() && client_info
 }
 
 #[cfg(test)]
@@ -254,7 +324,7 @@ mod tests {
                             map.append(*name, HeaderValue::from_str(value).expect("value"));
                         }
                         for body in &bodies {
-                            taken += usize::from(direct_call(&map, body.as_bytes()).is_some());
+                            taken += usize::from(taken_call(&map, body).is_some());
                             let ours = send(&direct, &headers, body).await;
                             let theirs = send(&rmcp, &headers, body).await;
                             assert_eq!(
@@ -271,16 +341,123 @@ mod tests {
         assert!(taken >= 400, "the corpus exercises the direct path: {taken} of {compared}");
     }
 
+    /// The call the direct path takes from `body` with `headers`, if any.
+    fn taken_call(headers: &HeaderMap, body: &str) -> Option<DirectCall> {
+        serde_json::from_str::<ClientJsonRpcMessage>(body).ok().and_then(|message| direct_call(headers, message))
+    }
+
+    fn header_map(headers: &[(&str, &str)]) -> HeaderMap {
+        let mut map = HeaderMap::new();
+        for (name, value) in headers {
+            let name = axum::http::HeaderName::from_bytes(name.as_bytes()).expect("name");
+            map.append(name, HeaderValue::from_str(value).expect("value"));
+        }
+        map
+    }
+
+    /// 2026-07-28 requests: SEP-2243 headers and lifecycle `_meta` of every shape the direct path
+    /// might take or must leave to rmcp, each answered by both paths.
+    #[tokio::test]
+    async fn per_request_calls_are_answered_exactly_as_rmcp_does() {
+        let direct = router_served(Arc::new(Echo), McpHttpConfig::default(), true);
+        let rmcp = router_served(Arc::new(Echo), McpHttpConfig::default(), false);
+        let standard: [&[(&str, &str)]; 11] = [
+            &[],
+            &[("mcp-method", "tools/call"), ("mcp-name", "context_search")],
+            &[("mcp-method", "tools/call")],
+            &[("mcp-method", "tools/call"), ("mcp-name", "other_tool")],
+            &[("mcp-method", "tools/list"), ("mcp-name", "context_search")],
+            &[("mcp-method", "tools/call"), ("mcp-name", "=?base64?Y29udGV4dF9zZWFyY2g=?=")],
+            &[("mcp-method", "tools/call"), ("mcp-method", "tools/call"), ("mcp-name", "context_search")],
+            &[("mcp-method", "TOOLS/CALL"), ("mcp-name", "context_search")],
+            &[("mcp-method", "tools/call"), ("mcp-name", "context_search"), ("mcp-session-id", "s-1")],
+            &[("mcp-method", "tools/call"), ("mcp-name", "context_search"), ("mcp-param-query", "hello")],
+            &[("mcp-method", "tools/call"), ("mcp-name", "context_search "), ("mcp-name", "context_search")],
+        ];
+        let capabilities = r#""io.modelcontextprotocol/clientCapabilities":{}"#;
+        let version = r#""io.modelcontextprotocol/protocolVersion":"2026-07-28""#;
+        let info = r#""io.modelcontextprotocol/clientInfo":{"name":"c","version":"1"}"#;
+        let metas = [
+            format!("{{{version},{capabilities},{info}}}"),
+            format!("{{{version},{capabilities}}}"),
+            format!(
+                r#"{{{version},"io.modelcontextprotocol/clientCapabilities":{{"sampling":{{}},"tasks":{{}}}},{info}}}"#
+            ),
+            format!(r#"{{{version},{capabilities},"io.modelcontextprotocol/clientInfo":{{"name":1}}}}"#),
+            format!("{{{version}}}"),
+            format!("{{{capabilities},{info}}}"),
+            format!(r#"{{"io.modelcontextprotocol/protocolVersion":"2025-11-25",{capabilities}}}"#),
+            format!(r#"{{"io.modelcontextprotocol/protocolVersion":"2099-01-01",{capabilities}}}"#),
+            format!(r#"{{{version},{capabilities},"progressToken":1}}"#),
+            format!(r#"{{{version},"io.modelcontextprotocol/clientCapabilities":"x"}}"#),
+            format!(r#"{{{version},{capabilities},"io.modelcontextprotocol/logLevel":"debug"}}"#),
+            "{}".to_string(),
+        ];
+        let arguments = [r#"{"query":"hello"}"#, r#"{"query":"fail"}"#, r#"{"query":""}"#, r#"{"query":"x","n":1}"#];
+        let mut bodies = Vec::new();
+        for meta in &metas {
+            for arguments in arguments {
+                bodies
+                    .push(call("1", &format!(r#"{{"name":"context_search","arguments":{arguments},"_meta":{meta}}}"#)));
+            }
+            bodies.push(call(
+                r#""b""#,
+                &format!(r#"{{"name":"other_tool","arguments":{{"query":"hello"}},"_meta":{meta}}}"#),
+            ));
+            bodies.push(call("2", &format!(r#"{{"name":"context_search","_meta":{meta}}}"#)));
+            bodies.push(format!(r#"{{"jsonrpc":"2.0","id":3,"method":"tools/list","params":{{"_meta":{meta}}}}}"#));
+        }
+        bodies.push(call("4", r#"{"name":"context_search","arguments":{"query":"hello"}}"#));
+        let (mut compared, mut taken) = (0, 0);
+        for protocol in ["2026-07-28", "2025-11-25"] {
+            for extra in standard {
+                let mut headers = vec![
+                    ("content-type", "application/json"),
+                    ("accept", "application/json, text/event-stream"),
+                    ("mcp-protocol-version", protocol),
+                ];
+                headers.extend(extra.iter().copied());
+                let map = header_map(&headers);
+                for body in &bodies {
+                    taken += usize::from(taken_call(&map, body).is_some_and(|call| call.era == Era::PerRequest));
+                    let ours = send(&direct, &headers, body).await;
+                    let theirs = send(&rmcp, &headers, body).await;
+                    assert_eq!(
+                        (ours.0, &ours.1, String::from_utf8_lossy(&ours.2)),
+                        (theirs.0, &theirs.1, String::from_utf8_lossy(&theirs.2)),
+                        "{headers:?} {body}"
+                    );
+                    compared += 1;
+                }
+            }
+        }
+        assert!(taken >= 15, "the corpus exercises the 2026-07-28 direct path: {taken} of {compared}");
+    }
+
     #[test]
     fn what_sdk_clients_send_takes_the_direct_path() {
-        let mut headers = HeaderMap::new();
-        headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-        headers.insert(ACCEPT, HeaderValue::from_static("application/json, text/event-stream"));
-        headers.insert(PROTOCOL_VERSION_HEADER, HeaderValue::from_static("2025-11-25"));
+        let legacy = header_map(&[
+            ("content-type", "application/json"),
+            ("accept", "application/json, text/event-stream"),
+            ("mcp-protocol-version", "2025-11-25"),
+        ]);
         let body = call("2", r#"{"name":"context_search","arguments":{"query":"deploys"}}"#);
-        let taken = direct_call(&headers, body.as_bytes()).expect("taken");
-        assert_eq!(taken.id, RequestId::Number(2));
-        headers.insert(PROTOCOL_VERSION_HEADER, HeaderValue::from_static("2026-07-28"));
-        assert_eq!(direct_call(&headers, body.as_bytes()), None, "2026-07-28 requests stay with rmcp");
+        let taken = taken_call(&legacy, &body).expect("taken");
+        assert_eq!((taken.id, taken.era), (RequestId::Number(2), Era::Handshake));
+
+        // What the Python SDK 2.3.0 sends on a 2026-07-28 connection (`mcp/client/session.py`,
+        // `_make_modern_stamp`): the version, method and name headers, and the three lifecycle keys.
+        let modern = header_map(&[
+            ("content-type", "application/json"),
+            ("accept", "application/json, text/event-stream"),
+            ("mcp-protocol-version", "2026-07-28"),
+            ("mcp-method", "tools/call"),
+            ("mcp-name", "context_search"),
+        ]);
+        let meta = r#""_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"mcp","version":"2.3.0"},"io.modelcontextprotocol/clientCapabilities":{}}"#;
+        let body = call("3", &format!(r#"{{"name":"context_search","arguments":{{"query":"deploys"}},{meta}}}"#));
+        assert_eq!(taken_call(&modern, &body).map(|call| call.era), Some(Era::PerRequest));
+        let without_meta = call("3", r#"{"name":"context_search","arguments":{"query":"deploys"}}"#);
+        assert_eq!(taken_call(&modern, &without_meta), None, "rmcp refuses a 2026-07-28 call without _meta");
     }
 }

@@ -166,12 +166,12 @@ pub fn has_json_content_type(headers: &HeaderMap) -> bool {
     })
 }
 
-/// Check that `body` is one JSON-RPC message as the MCP transport reads it.
-pub fn check_body(body: &[u8]) -> Result<(), Refusal> {
+/// The one JSON-RPC message in `body`, as the MCP transport reads it.
+pub fn check_body(body: &[u8]) -> Result<rmcp::model::ClientJsonRpcMessage, Refusal> {
     // The message parse first: a body that is a JSON-RPC message is JSON, so only a refused one is
     // parsed a second time, to tell "not JSON" from "not JSON-RPC" (one parse fewer per call).
-    if serde_json::from_slice::<rmcp::model::ClientJsonRpcMessage>(body).is_ok() {
-        return Ok(());
+    if let Ok(message) = serde_json::from_slice::<rmcp::model::ClientJsonRpcMessage>(body) {
+        return Ok(message);
     }
     if serde_json::from_slice::<serde::de::IgnoredAny>(body).is_err() {
         return Err(Refusal::ParseError);
@@ -253,10 +253,10 @@ mod tests {
 
     #[test]
     fn bodies_must_be_json_rpc() {
-        assert_eq!(check_body(br#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#), Ok(()));
-        assert_eq!(check_body(b"{not json"), Err(Refusal::ParseError));
-        assert_eq!(check_body(b""), Err(Refusal::ParseError));
-        assert_eq!(check_body(br#"{"hello":"world"}"#), Err(Refusal::InvalidRequest));
+        assert!(check_body(br#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#).is_ok());
+        assert_eq!(check_body(b"{not json").err(), Some(Refusal::ParseError));
+        assert_eq!(check_body(b"").err(), Some(Refusal::ParseError));
+        assert_eq!(check_body(br#"{"hello":"world"}"#).err(), Some(Refusal::InvalidRequest));
         assert!(valid_origin_entry("https://app.example:8443") && valid_origin_entry("null"));
         assert!(!valid_origin_entry("app.example") && !valid_origin_entry("https://app.example/path"));
     }

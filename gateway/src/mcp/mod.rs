@@ -30,9 +30,9 @@
 //! a configured one (none by default): 400 / 403; an unknown provider answers 404; a JSON body
 //! over [`MAX_REQUEST_BODY_BYTES`] is 413, one that is not JSON or not JSON-RPC a JSON-RPC error
 //! (`-32700` / `-32600`, HTTP 400); only then does the transport see the request (where rmcp checks
-//! `Host` and `Origin` once more), except a plain stateless `tools/call` of `context_search`, which
-//! is answered on the [`direct`] path exactly as rmcp would answer it, without rmcp's per-request
-//! service.
+//! `Host` and `Origin` once more), except a plain stateless `tools/call` of `context_search` (from
+//! a client of a handshake version or a 2026-07-28 one), which is answered on the [`direct`] path
+//! exactly as rmcp would answer it, without rmcp's per-request service.
 
 mod direct;
 pub mod http_checks;
@@ -189,15 +189,16 @@ async fn serve(State(state): State<Arc<McpState>>, Path(provider): Path<String>,
         let Ok(bytes) = axum::body::to_bytes(body, MAX_REQUEST_BODY_BYTES).await else {
             return Refusal::TooLarge.into_response();
         };
-        if let Err(refusal) = http_checks::check_body(&bytes) {
-            return refusal.into_response();
-        }
+        let message = match http_checks::check_body(&bytes) {
+            Ok(message) => message,
+            Err(refusal) => return refusal.into_response(),
+        };
         if state.direct
-            && let Some(call) = direct::direct_call(&parts.headers, &bytes)
+            && let Some(call) = direct::direct_call(&parts.headers, message)
         {
             parts.extensions.insert(ProviderName(provider));
             let result = server::context_search(state.search.as_ref(), call.arguments.as_ref(), &parts.extensions);
-            return direct::answer(call.id, result.await);
+            return direct::answer(call.id, call.era, result.await);
         }
         Request::from_parts(parts, axum::body::Body::from(bytes))
     } else {
