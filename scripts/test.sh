@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The project's test command (the README's): everything a change must pass.
 #  0. installs what the tests need when it is missing (scripts/lib/provision.sh: redis-server,
-#     python3-venv, openssl, curl, Go, Node.js, gcc, and for fuzzing g++, a nightly toolchain and
+#     python3-venv, openssl, curl, Go, Node.js and npm, gcc, and for fuzzing g++, a nightly toolchain and
 #     cargo-fuzz; apt-get as root, otherwise it says what to install);
 #  1. provides kube-apiserver + etcd for the real-control-plane tests, Jaeger for the trace export
 #     test, and the real kubectl and kstatus (e2e/kube-tools: `kubectl auth can-i --list`, `kubectl
@@ -12,7 +12,9 @@
 #     Helm (e2e/helm/provide.sh) and the Python venvs of the end-to-end test, then runs every Rust test
 #     of the workspace (unit, contract, real API server, real gateway processes, the chart checks, the
 #     platform path end to end on the release binaries, and the container image checked against them);
-#  3. runs the official MCP Python SDK against the real gateway binary (gateway/tests/python/run.sh);
+#  3. runs the official MCP Python SDK against the real gateway binary (gateway/tests/python/run.sh),
+#     then the official MCP TypeScript SDK, pinned, installed with npm and cached
+#     (gateway/tests/typescript/run.sh);
 #  4. loads the Nexent plugin the way Nexent's loader does and drives it through the real gateway
 #     (nexent-plugin/tests/run.sh);
 #  5. runs the OIDC suite: a real Ory Hydra (built once from Go modules and cached, see
@@ -62,6 +64,9 @@ cargo test --workspace --locked --no-fail-fast
 
 echo "== MCP Python SDK against the gateway" >&2
 bash gateway/tests/python/run.sh
+
+echo "== MCP TypeScript SDK against the gateway" >&2
+bash gateway/tests/typescript/run.sh
 
 echo "== OIDC against a real identity provider (Ory Hydra)" >&2
 bash gateway/tests/oauth/run.sh

@@ -6,7 +6,6 @@ set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo="$(cd "$here/../../.." && pwd)"
-python="${PYTHON:-python3}"
 # shellcheck source=../../../scripts/lib/python-venv.sh
 source "$repo/scripts/lib/python-venv.sh"
 venv="$(ensure_venv mcp-python-venv "$here/requirements.txt")"
@@ -38,29 +37,10 @@ for n in 1 2; do
 done
 
 # The real binary: a dev upstream and two `memgate-gateway serve` replicas on one config folder.
-cargo build --quiet --manifest-path "$repo/Cargo.toml" -p memgate-gateway --bin memgate-gateway
-gateway="$repo/target/debug/memgate-gateway"
-free_port() { "$python" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
-upstream="127.0.0.1:$(free_port)"
+# shellcheck source=../../../scripts/lib/real-gateway.sh
+source "$repo/scripts/lib/real-gateway.sh"
 api_key="python-sdk-test-key"
-"$gateway" dev-upstream --listen "$upstream" --api-key "$api_key" 2> "$workdir/upstream.err" &
-pids+=("$!")
-mkdir -p "$workdir/config"
-sed -e "s|http://127.0.0.1:18888|http://$upstream|" -e "s|dev-only-key|$api_key|" \
-  "$repo/examples/quickstart/mem0-oss.yaml" > "$workdir/config/providers.yaml"
-gateways=()
-for n in 1 2; do
-  port="$(free_port)"
-  "$gateway" serve --config "$workdir/config" --listen "127.0.0.1:$port" 2> "$workdir/gateway-$n.err" &
-  pids+=("$!")
-  for _ in $(seq 1 100); do
-    curl -sf "http://127.0.0.1:$port/readyz" > /dev/null && break
-    kill -0 "${pids[-1]}" 2>/dev/null || { cat "$workdir/gateway-$n.err" >&2; exit 1; }
-    sleep 0.1
-  done
-  curl -sf "http://127.0.0.1:$port/readyz" > /dev/null || { echo "gateway $n not ready" >&2; exit 1; }
-  gateways+=("127.0.0.1:$port")
-done
+start_real_gateways 2 "$workdir" "$api_key"
 
 MEMGATE_GATEWAYS="$(IFS=,; echo "${gateways[*]}")" MEMGATE_DEV_UPSTREAM="$upstream" \
 MEMGATE_DEV_UPSTREAM_API_KEY="$api_key" \

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Runs the official MCP TypeScript SDK (pinned in package-lock.json) against two real
+# `memgate-gateway serve` replicas and a dev upstream. Self-contained: the SDK is installed with
+# `npm ci` into the cache folder (reused while package-lock.json is unchanged), the processes are
+# stopped on exit. Needs node and npm (scripts/lib/provision.sh installs them).
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+repo="$(cd "$here/../../.." && pwd)"
+cache="${MEMGATE_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/memgate}"
+stamp="$(cat "$here/package.json" "$here/package-lock.json" | sha256sum | cut -c1-16)"
+modules="$cache/mcp-typescript-sdk-$stamp"
+if [[ ! -d "$modules/node_modules/@modelcontextprotocol/sdk" ]]; then
+  rm -rf "$modules"
+  mkdir -p "$modules"
+  cp "$here/package.json" "$here/package-lock.json" "$modules/"
+  (cd "$modules" && npm ci --no-audit --no-fund --loglevel=error >&2)
+fi
+# ES modules resolve packages next to the importing file: the test runs from the install folder.
+cp "$here/client.test.mjs" "$modules/"
+
+workdir="$(mktemp -d)"
+pids=()
+cleanup() {
+  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+  for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
+  rm -rf "$workdir"
+}
+trap cleanup EXIT
+
+# shellcheck source=../../../scripts/lib/real-gateway.sh
+source "$repo/scripts/lib/real-gateway.sh"
+api_key="typescript-sdk-test-key"
+start_real_gateways 2 "$workdir" "$api_key"
+
+MEMGATE_GATEWAYS="$(IFS=,; echo "${gateways[*]}")" MEMGATE_DEV_UPSTREAM="$upstream" \
+MEMGATE_DEV_UPSTREAM_API_KEY="$api_key" node --test "$modules/client.test.mjs" "$@" || {
+  for log in "$workdir"/*.err; do echo "== $log" >&2; tail -20 "$log" >&2; done
+  exit 1
+}
