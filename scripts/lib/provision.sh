@@ -29,7 +29,10 @@ NEEDS=(
   # Go >= 1.21 builds kube-apiserver and etcd once (it fetches the newer Go they need by itself);
   # Debian 12's golang-go is 1.19: there, install a newer Go first (the check then says so).
   "apt:golang-go:v=\$(go env GOVERSION 2>/dev/null) && [ \"\$(printf '%s\n' go1.21 \"\$v\" | sort -V | head -n 1)\" = go1.21 ]"
-  "apt:nodejs:command -v node"                                  # the Qwen Code text-parity test, the MCP TypeScript SDK test
+  # Node.js >= 20 (the MCP TypeScript SDK v2 needs it) runs the Qwen Code text-parity test and the
+  # TypeScript SDK test; Debian 12's nodejs is 18: there, install a newer Node.js first (the check
+  # then says so).
+  "apt:nodejs:node -e 'process.exit(Number(process.versions.node.split(\".\")[0] < 20))'"
   "apt:npm:command -v npm"                                      # installs the pinned MCP TypeScript SDK (gateway/tests/typescript)
   "apt:gcc:command -v cc"                                       # Hydra's SQLite store is cgo (OIDC tests)
 )

@@ -1,17 +1,23 @@
-// The official MCP TypeScript SDK (@modelcontextprotocol/sdk, the client library Qwen Code builds
-// on: QwenLM/qwen-code packages/core/package.json) against real `memgate-gateway serve` replicas.
+// The official MCP TypeScript SDK against real `memgate-gateway serve` replicas, both release
+// lines: v1 (@modelcontextprotocol/sdk, the client library Qwen Code builds on: QwenLM/qwen-code
+// packages/core/package.json) speaking 2025-11-25, and v2 (@modelcontextprotocol/client) speaking
+// 2026-07-28.
 //
-// What the SDK sends (dist/esm/client/streamableHttp.js, 1.32.2): every POST with
+// What v1 sends (dist/esm/client/streamableHttp.js, 1.32.2): every POST with
 // `accept: application/json, text/event-stream`, after `initialize` the negotiated
 // `mcp-protocol-version` (LATEST_PROTOCOL_VERSION = 2025-11-25 in dist/esm/types.js) and, only
 // when the server handed one out, `mcp-session-id`. `callTool` sends `{name, arguments}` and no
 // `_meta` unless a progress callback is given: the gateway's direct path answers those calls.
+// v2 (2.3.1, dist/index.mjs) with `versionNegotiation` opens with `server/discover` and then stamps
+// every request with the `_meta` envelope, deriving `MCP-Protocol-Version`, `Mcp-Method` and
+// `Mcp-Name` from it (`_applyBodyDerivedHeaders`): its `tools/call` takes the direct path too.
 //
 // `MEMGATE_GATEWAYS`: comma-separated host:port of the replicas, `MEMGATE_DEV_UPSTREAM` and
 // `MEMGATE_DEV_UPSTREAM_API_KEY` the upstream they search (gateway/tests/typescript/run.sh).
 import assert from 'node:assert/strict';
 import { before, test } from 'node:test';
 
+import { Client as ClientV2, StreamableHTTPClientTransport as TransportV2 } from '@modelcontextprotocol/client';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { ErrorCode, McpError } from '@modelcontextprotocol/sdk/types.js';
@@ -107,5 +113,50 @@ test('bad arguments are a tool error the model can read; an unknown tool is inva
     );
   } finally {
     await client.close();
+  }
+});
+
+async function connectV2(gateway, mode) {
+  const client = new ClientV2({ name: 'memgate-ts-sdk-v2-test', version: '1.0.0' }, { versionNegotiation: { mode } });
+  const transport = new TransportV2(new URL(`http://${gateway}/mcp/${provider}`));
+  await client.connect(transport);
+  return { client, transport };
+}
+
+test('v2: server/discover negotiates 2026-07-28, pinned or automatic', async () => {
+  for (const mode of [{ pin: '2026-07-28' }, 'auto']) {
+    const { client, transport } = await connectV2(gateways[0], mode);
+    try {
+      assert.equal(transport.protocolVersion, '2026-07-28', JSON.stringify(mode));
+      assert.equal(transport.sessionId, undefined, 'no session in 2026-07-28');
+      assert.equal(client.getServerVersion()?.name, 'memgate-gateway');
+      const listed = await client.listTools();
+      assert.deepEqual(listed.tools.map((tool) => tool.name), ['context_search']);
+      assert.equal(listed.cacheScope, 'private', 'the cache hints rmcp fills in for 2026-07-28');
+    } finally {
+      await client.close();
+    }
+  }
+});
+
+test('v2: context_search in 2026-07-28 on either replica, errors as in 2025-11-25', async () => {
+  for (const gateway of gateways) {
+    const { client } = await connectV2(gateway, { pin: '2026-07-28' });
+    try {
+      const result = await client.callTool({ name: 'context_search', arguments: { query: 'release checklist' } });
+      assert.equal(result.isError, false);
+      const items = result.structuredContent.untrusted_external_context.items;
+      assert.ok(items.length >= 1, `items from ${gateway}`);
+      assert.deepEqual(JSON.parse(result.content[0].text), result.structuredContent);
+      const refused = await client.callTool({ name: 'context_search', arguments: { query: ' ' } });
+      assert.equal(refused.isError, true);
+      assert.ok(refused.content[0].text.startsWith(inputErrorPrefix), refused.content[0].text);
+      await assert.rejects(client.callTool({ name: 'other_tool', arguments: { query: 'x' } }), (error) => {
+        assert.equal(error.code, -32602, String(error));
+        return true;
+      });
+    } finally {
+      await client.close();
+    }
   }
 });
