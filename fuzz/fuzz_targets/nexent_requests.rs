@@ -1,7 +1,9 @@
 //! The Nexent request parsers (`nexent::parse_search_body`, `nexent::parse_ingest_body`), the ingest
 //! bounds (`ingest::validate`) and the upstream add request built from an accepted unit.
 //!
-//! Properties: no panic; an accepted search has a normalised query (1 to 2000 code points, no
+//! Properties: no panic; the search body is read exactly as reading it as a `serde_json::Value`
+//! first would (`parse_through_value`, the reading before the typed one, kept here as its oracle);
+//! an accepted search has a normalised query (1 to 2000 code points, no
 //! surrounding whitespace, normalising it again changes nothing) and a limit between 1 and the
 //! configured maximum; an accepted ingest survives a serialise/parse round trip unchanged; a
 //! validation error never quotes the request; an add request carries the credential (the planted
@@ -15,12 +17,31 @@ use memgate_crds::{AuthScheme, Scope};
 use memgate_fuzz::{MARKER, assert_hidden};
 use memgate_gateway::engine::{AddUnit, Target, build_add_request};
 use memgate_gateway::ingest::validate;
-use memgate_gateway::nexent::{parse_ingest_body, parse_search_body};
+use memgate_gateway::nexent::{DEFAULT_LIMIT, parse_ingest_body, parse_search_body};
 use memgate_gateway::profile::{MAX_QUERY_CHARS, normalize_query};
+
+/// `parse_search_body` as it was before the typed reader: the body as a `Value`, then `query` as a
+/// `String` and `limit` as an `Option<i64>` from it (`serde_json::from_value` into such a struct
+/// takes exactly a string, and null, absent or an integer that `as_i64` gives).
+fn parse_through_value(bytes: &[u8], max_limit: u32) -> Option<(String, u32)> {
+    let value: serde_json::Value = serde_json::from_slice(bytes).ok()?;
+    let object = value.as_object()?;
+    let query = normalize_query(object.get("query")?.as_str()?).ok()?;
+    let limit = match object.get("limit") {
+        None | Some(serde_json::Value::Null) => DEFAULT_LIMIT,
+        Some(limit) => match limit.as_i64()? {
+            n if n >= 1 => u32::try_from(n).unwrap_or(u32::MAX),
+            _ => return None,
+        },
+    };
+    Some((query, limit.min(max_limit.max(1))))
+}
 
 fuzz_target!(|body: &[u8]| {
     for max_limit in [0, 1, 20, 1000] {
-        if let Some((query, limit)) = parse_search_body(body, max_limit) {
+        let parsed = parse_search_body(body, max_limit);
+        assert_eq!(parsed, parse_through_value(body, max_limit), "the typed reader differs from the Value one");
+        if let Some((query, limit)) = parsed {
             assert!(!query.is_empty() && query.chars().count() <= MAX_QUERY_CHARS);
             assert_eq!(query.trim(), query, "query not trimmed");
             assert_eq!(normalize_query(&query).as_deref(), Ok(query.as_str()), "normalising twice changes the query");

@@ -352,7 +352,7 @@ impl<'de> Visitor<'de> for MemberVisitor {
 /// Any JSON value, parsed and dropped. Unlike `serde::de::IgnoredAny` (which serde_json skips
 /// without its nesting limit or escape checks), it goes through `deserialize_any`, so a body is
 /// accepted exactly when it parses as a `Value`.
-struct Skip;
+pub(crate) struct Skip;
 
 impl<'de> Deserialize<'de> for Skip {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {

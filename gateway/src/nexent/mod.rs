@@ -27,7 +27,7 @@ use axum::extract::{Extension, Path, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 use crate::auth::AuthError;
 use crate::engine::{EngineError, ErrorCode, Item, Severity};
@@ -40,10 +40,12 @@ use crate::state::AppState;
 
 mod admission;
 mod ingest;
+mod search_body;
 
 pub use ingest::parse_ingest_body;
 
 use admission::Admitted;
+use search_body::{Limit, Query};
 
 /// `limit` when the request has none.
 pub const DEFAULT_LIMIT: u32 = 5;
@@ -95,14 +97,6 @@ fn browser_shaped(request: &axum::extract::Request, hosts: &[String], origins: &
             "The request body must be JSON (Content-Type: application/json).",
         )
     })
-}
-
-/// The fields of Nexent's `MemorySearchRequest` the gateway reads; all others are ignored.
-#[derive(Debug, Deserialize)]
-struct SearchRequest {
-    query: String,
-    #[serde(default)]
-    limit: Option<i64>,
 }
 
 /// One Nexent `MemorySearchResult`.
@@ -369,16 +363,12 @@ async fn search(
 /// A search request body's normalised query and effective limit (capped at `max_limit`), or
 /// `None` for a bad request. Pure; public for the fuzz targets.
 pub fn parse_search_body(bytes: &[u8], max_limit: u32) -> Option<(String, u32)> {
-    // Through `Value` so that only an object is accepted (serde would also read a struct from an array).
-    let value: serde_json::Value = serde_json::from_slice(bytes).ok()?;
-    if !value.is_object() {
-        return None;
-    }
-    let request: SearchRequest = serde_json::from_value(value).ok()?;
-    let query = normalize_query(&request.query).ok()?;
-    let limit = match request.limit {
-        None => DEFAULT_LIMIT,
-        Some(n) if n >= 1 => u32::try_from(n).unwrap_or(u32::MAX),
+    let body = search_body::read(bytes)?;
+    let Some(Query::Text(query)) = body.query else { return None };
+    let query = normalize_query(&query).ok()?;
+    let limit = match body.limit {
+        None | Some(Limit::Null) => DEFAULT_LIMIT,
+        Some(Limit::Integer(n)) if n >= 1 => u32::try_from(n).unwrap_or(u32::MAX),
         Some(_) => return None,
     };
     Some((query, limit.min(max_limit.max(1))))
@@ -419,6 +409,92 @@ mod tests {
 
         let empty: Vec<SearchResult> = Vec::new();
         assert_eq!(render_json(&empty, results_size(&empty)).expect("renders"), b"[]");
+    }
+
+    /// The reading before `search_body`: the body as a `Value`, then the two members from it. The
+    /// oracle of [`the_body_is_read_as_a_value_would_be`] (and of the `nexent_requests` fuzz target).
+    fn parse_through_value(bytes: &[u8], max_limit: u32) -> Option<(String, u32)> {
+        #[derive(serde::Deserialize)]
+        struct SearchRequest {
+            query: String,
+            #[serde(default)]
+            limit: Option<i64>,
+        }
+        let value: serde_json::Value = serde_json::from_slice(bytes).ok()?;
+        if !value.is_object() {
+            return None;
+        }
+        let request: SearchRequest = serde_json::from_value(value).ok()?;
+        let query = normalize_query(&request.query).ok()?;
+        let limit = match request.limit {
+            None => DEFAULT_LIMIT,
+            Some(n) if n >= 1 => u32::try_from(n).unwrap_or(u32::MAX),
+            Some(_) => return None,
+        };
+        Some((query, limit.min(max_limit.max(1))))
+    }
+
+    #[test]
+    fn the_body_is_read_as_a_value_would_be() {
+        let deep = format!("{{\"query\":\"q\",\"x\":{}{}}}", "[".repeat(200), "]".repeat(200));
+        let fields = [
+            r#""query":"release checklist""#,
+            r#""query":"  a \n b ""#,
+            r#""query":"\u0071\"uoted\"""#,
+            r#""query":"""#,
+            r#""query":7"#,
+            r#""query":null"#,
+            r#""query":["q"]"#,
+            r#""query":{"q":1}"#,
+            r#""qu\u0065ry":"escaped key""#,
+            r#""limit":7"#,
+            r#""limit":0"#,
+            r#""limit":-3"#,
+            r#""limit":null"#,
+            r#""limit":7.0"#,
+            r#""limit":1e2"#,
+            r#""limit":-0"#,
+            r#""limit":9223372036854775807"#,
+            r#""limit":9223372036854775808"#,
+            r#""limit":18446744073709551616"#,
+            r#""limit":"5""#,
+            r#""limit":true"#,
+            r#""limit":[1]"#,
+            r#""top_k":1e999"#,
+            r#""tenant_id":"t","user_id":null,"embedding":[0.1,-2,3e5]"#,
+            r#""nested":{"a":[{"b":"\ud83d\ude00"}]}"#,
+            r#""bad_escape":"\ud800""#,
+            r#""x":"\q""#,
+        ];
+        let mut bodies: Vec<String> = vec![
+            String::new(),
+            "[]".into(),
+            r#"["query","q"]"#.into(),
+            r#""q""#.into(),
+            "null".into(),
+            "{}".into(),
+            r#"{"query":"q"} "#.into(),
+            r#"{"query":"q"} {}"#.into(),
+            r#"{"query":"q",}"#.into(),
+            deep,
+        ];
+        for first in fields {
+            bodies.push(format!("{{{first}}}"));
+            for second in fields {
+                bodies.push(format!("{{{first},{second}}}"));
+            }
+        }
+        for body in &bodies {
+            for max_limit in [0, 20] {
+                assert_eq!(
+                    parse_search_body(body.as_bytes(), max_limit),
+                    parse_through_value(body.as_bytes(), max_limit),
+                    "{body}"
+                );
+            }
+        }
+        let accepted = bodies.iter().filter(|body| parse_search_body(body.as_bytes(), 20).is_some()).count();
+        assert!(accepted > 50 && accepted < bodies.len() / 2, "{accepted} of {}", bodies.len());
     }
 
     fn parsed(value: serde_json::Value) -> Option<(String, u32)> {
