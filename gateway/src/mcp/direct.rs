@@ -11,7 +11,8 @@
 //! once with rmcp's own message type.
 //!
 //! It takes only requests whose handling by rmcp is known exactly; everything else goes to rmcp
-//! unchanged: other methods, unusual `Accept` syntax, a missing, repeated or unknown
+//! unchanged: other methods, a request naming its authority twice (target and `Host`: rmcp reads
+//! `Host` first, the gateway's check the target), unusual `Accept` syntax, a missing, repeated or unknown
 //! `MCP-Protocol-Version`, any `Mcp-*` header the era does not call for (a session id,
 //! `Mcp-Param-*`), and
 //! - before 2026-07-28: any `_meta`;
@@ -31,8 +32,8 @@
 //! and `per_request_calls_are_answered_exactly_as_rmcp_does` send corpora of requests through both
 //! paths.
 
-use axum::http::header::{ACCEPT, CONTENT_TYPE};
-use axum::http::{HeaderMap, HeaderValue, StatusCode};
+use axum::http::header::{ACCEPT, CONTENT_TYPE, HOST};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use rmcp::model::{
     CallToolResponse, CallToolResult, ClientJsonRpcMessage, ClientRequest, GetMeta, JsonObject, ProtocolVersion,
@@ -75,7 +76,12 @@ pub(crate) struct DirectCall {
 
 /// The call in `message` when the request is one the direct path takes (see the module docs);
 /// `None` sends it to rmcp.
-pub(crate) fn direct_call(headers: &HeaderMap, message: ClientJsonRpcMessage) -> Option<DirectCall> {
+pub(crate) fn direct_call(uri: &Uri, headers: &HeaderMap, message: ClientJsonRpcMessage) -> Option<DirectCall> {
+    // The gateway checked the target's authority when it has one (absolute form, HTTP/2), rmcp
+    // checks `Host` first: where both are present they could differ, and rmcp's answer is its own.
+    if uri.authority().is_some() && headers.contains_key(HOST) {
+        return None;
+    }
     if !accepts_json_and_event_stream(headers) || !has_json_content_type(headers) {
         return None;
     }
@@ -272,7 +278,20 @@ mod tests {
     }
 
     async fn send(router: &axum::Router, headers: &[(&str, &str)], body: &str) -> (u16, Option<String>, Vec<u8>) {
-        let mut request = Request::post("/mcp/p").header("host", "localhost");
+        send_to(router, "/mcp/p", Some("localhost"), headers, body).await
+    }
+
+    async fn send_to(
+        router: &axum::Router,
+        target: &str,
+        host: Option<&str>,
+        headers: &[(&str, &str)],
+        body: &str,
+    ) -> (u16, Option<String>, Vec<u8>) {
+        let mut request = Request::post(target);
+        if let Some(host) = host {
+            request = request.header("host", host);
+        }
         for (name, value) in headers {
             request = request.header(*name, *value);
         }
@@ -343,7 +362,8 @@ mod tests {
 
     /// The call the direct path takes from `body` with `headers`, if any.
     fn taken_call(headers: &HeaderMap, body: &str) -> Option<DirectCall> {
-        serde_json::from_str::<ClientJsonRpcMessage>(body).ok().and_then(|message| direct_call(headers, message))
+        let uri = Uri::from_static("/mcp/p");
+        serde_json::from_str::<ClientJsonRpcMessage>(body).ok().and_then(|message| direct_call(&uri, headers, message))
     }
 
     fn header_map(headers: &[(&str, &str)]) -> HeaderMap {
@@ -432,6 +452,50 @@ mod tests {
             }
         }
         assert!(taken >= 15, "the corpus exercises the 2026-07-28 direct path: {taken} of {compared}");
+    }
+
+    /// An absolute-form target names the authority the gateway checks; rmcp checks `Host` first.
+    #[tokio::test]
+    async fn a_request_naming_its_authority_twice_is_answered_as_rmcp_does() {
+        let direct = router_served(Arc::new(Echo), McpHttpConfig::default(), true);
+        let rmcp = router_served(Arc::new(Echo), McpHttpConfig::default(), false);
+        let headers = [
+            ("content-type", "application/json"),
+            ("accept", "application/json, text/event-stream"),
+            ("mcp-protocol-version", "2025-11-25"),
+        ];
+        let body = call("1", r#"{"name":"context_search","arguments":{"query":"hello"}}"#);
+        for target in ["/mcp/p", "http://localhost/mcp/p", "http://localhost:8080/mcp/p"] {
+            for host in [None, Some("localhost"), Some("evil.example"), Some("127.0.0.1:9")] {
+                let ours = send_to(&direct, target, host, &headers, &body).await;
+                let theirs = send_to(&rmcp, target, host, &headers, &body).await;
+                assert_eq!(
+                    (ours.0, String::from_utf8_lossy(&ours.2)),
+                    (theirs.0, String::from_utf8_lossy(&theirs.2)),
+                    "{target} {host:?}"
+                );
+            }
+        }
+    }
+
+    /// rmcp's handler refuses a request `_meta` version its server does not support: every version
+    /// the direct path takes must stay supported.
+    #[test]
+    fn the_server_supports_every_version_the_direct_path_takes() {
+        use rmcp::ServerHandler;
+        let server = crate::mcp::ContextSearchServer::new(Arc::new(Echo));
+        let supported = server.supported_protocol_versions();
+        for version in ProtocolVersion::KNOWN_VERSIONS {
+            let headers = header_map(&[
+                ("mcp-protocol-version", version.as_str()),
+                ("mcp-method", "tools/call"),
+                ("mcp-name", "context_search"),
+            ]);
+            let headers_only_version = header_map(&[("mcp-protocol-version", version.as_str())]);
+            if era(&headers).is_some() || era(&headers_only_version).is_some() {
+                assert!(supported.contains(version), "{version:?} is taken but not supported");
+            }
+        }
     }
 
     #[test]

@@ -194,7 +194,7 @@ async fn serve(State(state): State<Arc<McpState>>, Path(provider): Path<String>,
             Err(refusal) => return refusal.into_response(),
         };
         if state.direct
-            && let Some(call) = direct::direct_call(&parts.headers, message)
+            && let Some(call) = direct::direct_call(&parts.uri, &parts.headers, message)
         {
             parts.extensions.insert(ProviderName(provider));
             let result = server::context_search(state.search.as_ref(), call.arguments.as_ref(), &parts.extensions);
