@@ -350,9 +350,49 @@ impl<'de> Visitor<'de> for MemberVisitor {
 }
 
 /// Any JSON value, parsed and dropped. Unlike `serde::de::IgnoredAny` (which serde_json skips
-/// without its nesting limit or escape checks), it goes through `deserialize_any`, so a body is
-/// accepted exactly when it parses as a `Value`.
+/// without its nesting limit or escape checks), it goes through `deserialize_any`, and an object
+/// whose first key is [`RAW_VALUE_KEY`] is read as a `Value` reads it, so a value is accepted
+/// exactly when it parses as a `Value`.
 pub(crate) struct Skip;
+
+/// The key serde_json's `Value` reads specially when it is an object's first: the object then
+/// stands for the JSON text in that member's string value, and must end after it (serde_json's
+/// `raw_value` feature, on here through axum's `json`; serde_json 1.0.154 `value/de.rs`
+/// `visit_map` and `KeyClassifier`). Readers that accept exactly what a `Value` accepts do the same.
+pub(crate) const RAW_VALUE_KEY: &str = "$serde_json::private::RawValue";
+
+/// Whether an object key is [`RAW_VALUE_KEY`].
+pub(crate) struct RawValueKey(pub(crate) bool);
+
+impl<'de> Deserialize<'de> for RawValueKey {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_any(RawValueKeyVisitor)
+    }
+}
+
+struct RawValueKeyVisitor;
+
+impl Visitor<'_> for RawValueKeyVisitor {
+    type Value = RawValueKey;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("an object key")
+    }
+
+    fn visit_str<E: de::Error>(self, key: &str) -> Result<RawValueKey, E> {
+        Ok(RawValueKey(key == RAW_VALUE_KEY))
+    }
+}
+
+/// Walk the rest of an object whose first key was [`RAW_VALUE_KEY`]: its value is a string holding
+/// JSON, read as `T` (what a `Value` would hold in the object's place).
+pub(crate) fn raw_value<'de, A: MapAccess<'de>, T>(
+    map: &mut A,
+    read: impl FnOnce(&str) -> serde_json::Result<T>,
+) -> Result<T, A::Error> {
+    let text: String = map.next_value()?;
+    read(&text).map_err(de::Error::custom)
+}
 
 impl<'de> Deserialize<'de> for Skip {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
@@ -386,7 +426,12 @@ fn skip_seq<'de, A: SeqAccess<'de>>(mut seq: A) -> Result<(), A::Error> {
 }
 
 fn skip_map<'de, A: MapAccess<'de>>(mut map: A) -> Result<(), A::Error> {
-    while map.next_key::<Skip>()?.is_some() {
+    let mut first = true;
+    while let Some(RawValueKey(raw)) = map.next_key()? {
+        if first && raw {
+            return raw_value(&mut map, |text| serde_json::from_str::<Skip>(text).map(|Skip| ()));
+        }
+        first = false;
         map.next_value::<Skip>()?;
     }
     Ok(())

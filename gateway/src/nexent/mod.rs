@@ -465,6 +465,14 @@ mod tests {
             r#""nested":{"a":[{"b":"\ud83d\ude00"}]}"#,
             r#""bad_escape":"\ud800""#,
             r#""x":"\q""#,
+            r#""$serde_json::private::RawValue":"{\"query\":\"raw\"}""#,
+            r#""\u0024serde_json::private::RawValue":"[1]""#,
+            r#""query":{"$serde_json::private::RawValue":"\"raw\""}"#,
+            r#""limit":{"$serde_json::private::RawValue":"9"}"#,
+            r#""limit":{"$serde_json::private::RawValue":"nine"}"#,
+            r#""m":{"$serde_json::private::RawValue":"oops"}"#,
+            r#""m":{"a":1,"$serde_json::private::RawValue":"oops"}"#,
+            r#""m":{"$serde_json::private::RawValue":7}"#,
         ];
         let mut bodies: Vec<String> = vec![
             String::new(),
@@ -476,6 +484,12 @@ mod tests {
             r#"{"query":"q"} "#.into(),
             r#"{"query":"q"} {}"#.into(),
             r#"{"query":"q",}"#.into(),
+            // serde_json's raw-value key (`engine::normalize::RAW_VALUE_KEY`) first in an object.
+            r#"{"$serde_json::private::RawValue":"{\"query\":\"q\"}"}"#.into(),
+            r#"{"$serde_json::private::RawValue":"{\"query\":\"q\"}","limit":3}"#.into(),
+            r#"{"$serde_json::private::RawValue":"x","query":"q"}"#.into(),
+            r#"{"query":"q","m":{"$serde_json::private::RawValue":"{\"$serde_json::private::RawValue\":\"1\"}"}}"#
+                .into(),
             deep,
         ];
         for first in fields {

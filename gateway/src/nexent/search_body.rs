@@ -6,15 +6,16 @@
 //! members from it would (the code before it, kept as the oracle of the unit test below and of the
 //! `nexent_requests` fuzz target): the body must be one JSON object, valid throughout (nesting
 //! limit, number range and escapes included: every member goes through `deserialize_any`); a
-//! member given twice counts by its last occurrence, as a `Value` map keeps it; `query` must be a
-//! string; `limit` absent, `null` or an integer that fits `i64`.
+//! member given twice counts by its last occurrence, as a `Value` map keeps it; an object whose
+//! first key is serde_json's [`RAW_VALUE_KEY`] stands for the JSON in its string value, as in a
+//! `Value`; `query` must be a string; `limit` absent, `null` or an integer that fits `i64`.
 
 use std::borrow::Cow;
 use std::fmt;
 
 use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 
-use crate::engine::normalize::Skip;
+use crate::engine::normalize::{RAW_VALUE_KEY, RawValueKey, Skip, raw_value};
 
 /// The two members read, as their last occurrence left them.
 #[derive(Debug, Default, PartialEq)]
@@ -45,6 +46,27 @@ pub(super) enum Limit {
     Other,
 }
 
+impl SearchBody<'_> {
+    fn into_owned(self) -> SearchBody<'static> {
+        SearchBody { query: self.query.map(Query::into_owned), limit: self.limit }
+    }
+}
+
+impl Query<'_> {
+    fn into_owned(self) -> Query<'static> {
+        match self {
+            Query::Text(text) => Query::Text(Cow::Owned(text.into_owned())),
+            Query::Other => Query::Other,
+        }
+    }
+}
+
+impl Limit {
+    fn into_owned(self) -> Limit {
+        self
+    }
+}
+
 /// The members of `bytes`, or `None` when it is not one valid JSON object.
 pub(super) fn read(bytes: &[u8]) -> Option<SearchBody<'_>> {
     serde_json::from_slice(bytes).ok()
@@ -67,14 +89,21 @@ impl<'de> Visitor<'de> for BodyVisitor {
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
         let mut body = SearchBody::default();
+        let mut first = true;
         while let Some(member) = map.next_key::<Member>()? {
             match member {
+                Member::RawValue if first => {
+                    return raw_value(&mut map, |text| {
+                        serde_json::from_str::<SearchBody>(text).map(SearchBody::into_owned)
+                    });
+                }
                 Member::Query => body.query = Some(map.next_value()?),
                 Member::Limit => body.limit = Some(map.next_value()?),
-                Member::Other => {
+                Member::RawValue | Member::Other => {
                     map.next_value::<Skip>()?;
                 }
             }
+            first = false;
         }
         Ok(body)
     }
@@ -84,6 +113,7 @@ impl<'de> Visitor<'de> for BodyVisitor {
 enum Member {
     Query,
     Limit,
+    RawValue,
     Other,
 }
 
@@ -106,15 +136,17 @@ impl Visitor<'_> for MemberVisitor {
         Ok(match key {
             "query" => Member::Query,
             "limit" => Member::Limit,
+            RAW_VALUE_KEY => Member::RawValue,
             _ => Member::Other,
         })
     }
 }
 
 /// A visitor's answer to every kind of value but the ones it reads: `$other`, arrays and objects
-/// walked through first.
+/// walked through first (an object standing for raw JSON, see [`RAW_VALUE_KEY`], is read as
+/// `$Own` from it).
 macro_rules! otherwise {
-    ($other:expr) => {
+    ($other:expr, $Own:ty) => {
         fn visit_bool<E: de::Error>(self, _: bool) -> Result<Self::Value, E> {
             Ok($other)
         }
@@ -126,7 +158,12 @@ macro_rules! otherwise {
             Ok($other)
         }
         fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-            while map.next_key::<Skip>()?.is_some() {
+            let mut first = true;
+            while let Some(RawValueKey(raw)) = map.next_key()? {
+                if first && raw {
+                    return raw_value(&mut map, |text| serde_json::from_str::<$Own>(text).map(<$Own>::into_owned));
+                }
+                first = false;
                 map.next_value::<Skip>()?;
             }
             Ok($other)
@@ -169,7 +206,7 @@ impl<'de> Visitor<'de> for QueryVisitor {
         Ok(Query::Other)
     }
 
-    otherwise!(Query::Other);
+    otherwise!(Query::Other, Query);
 }
 
 impl<'de> Deserialize<'de> for Limit {
@@ -203,5 +240,5 @@ impl<'de> Visitor<'de> for LimitVisitor {
         Ok(Limit::Other)
     }
 
-    otherwise!(Limit::Other);
+    otherwise!(Limit::Other, Limit);
 }
