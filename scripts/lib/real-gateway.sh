@@ -12,6 +12,13 @@ start_real_gateways() {
   upstream="127.0.0.1:$(free_port)"
   "$gateway" dev-upstream --listen "$upstream" --api-key "$api_key" 2> "$workdir/upstream.err" &
   pids+=("$!")
+  # Any HTTP answer (404 on /) means it listens.
+  for _ in $(seq 1 100); do
+    curl -s -o /dev/null "http://$upstream/" && break
+    kill -0 "${pids[-1]}" 2>/dev/null || { cat "$workdir/upstream.err" >&2; return 1; }
+    sleep 0.1
+  done
+  curl -s -o /dev/null "http://$upstream/" || { echo "dev upstream not listening" >&2; return 1; }
   mkdir -p "$workdir/config"
   sed -e "s|http://127.0.0.1:18888|http://$upstream|" -e "s|dev-only-key|$api_key|" \
     "$repo/examples/quickstart/mem0-oss.yaml" > "$workdir/config/providers.yaml"
