@@ -70,7 +70,11 @@ pub struct Item {
 /// escapes are borrowed from the body until an item is kept, and members the dialect does not read
 /// are walked, not stored. Every value is still parsed as `serde_json::from_str::<Value>` would
 /// (the same syntax, string escapes, number range and nesting limit), and a repeated member
-/// counts by its last occurrence, as in a `Value` map.
+/// counts by its last occurrence, as in a `Value` map. One difference is kept: an object of the
+/// collection's path (the root, the collection, an item or a member an item reads) whose first
+/// key is serde_json's [`RAW_VALUE_KEY`] is an ordinary object here, where a `Value` would stand
+/// for the JSON text in that member (no upstream sends that key; objects walked past do as a
+/// `Value` does, see [`Skip`]).
 pub fn normalize(
     body: &[u8],
     response: &ResponseSpec,
