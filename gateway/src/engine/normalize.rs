@@ -72,9 +72,9 @@ pub struct Item {
 /// (the same syntax, string escapes, number range and nesting limit), and a repeated member
 /// counts by its last occurrence, as in a `Value` map. One difference is kept: an object of the
 /// collection's path (the root, the collection, an item or a member an item reads) whose first
-/// key is serde_json's [`RAW_VALUE_KEY`] is an ordinary object here, where a `Value` would stand
+/// key is serde_json's raw-value key (`RAW_VALUE_KEY`) is an ordinary object here, where a `Value` would stand
 /// for the JSON text in that member (no upstream sends that key; objects walked past do as a
-/// `Value` does, see [`Skip`]).
+/// `Value` does, see `Skip`).
 pub fn normalize(
     body: &[u8],
     response: &ResponseSpec,
