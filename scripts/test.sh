@@ -14,7 +14,9 @@
 #     platform path end to end on the release binaries, and the container image checked against them);
 #  3. runs the official MCP Python SDK against the real gateway binary (gateway/tests/python/run.sh),
 #     then the official MCP TypeScript SDK, pinned, installed with npm and cached
-#     (gateway/tests/typescript/run.sh);
+#     (gateway/tests/typescript/run.sh), then the official MCP Inspector's CLI in both protocol
+#     eras, pinned and cached the same way with the Node.js 22 it needs from the npm registry
+#     (gateway/tests/inspector/run.sh);
 #  4. loads the Nexent plugin the way Nexent's loader does and drives it through the real gateway
 #     (nexent-plugin/tests/run.sh);
 #  5. runs the OIDC suite: a real Ory Hydra (built once from Go modules and cached, see
@@ -67,6 +69,9 @@ bash gateway/tests/python/run.sh
 
 echo "== MCP TypeScript SDK against the gateway" >&2
 bash gateway/tests/typescript/run.sh
+
+echo "== MCP Inspector (CLI) against the gateway" >&2
+bash gateway/tests/inspector/run.sh
 
 echo "== OIDC against a real identity provider (Ory Hydra)" >&2
 bash gateway/tests/oauth/run.sh

@@ -7,21 +7,9 @@ set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo="$(cd "$here/../../.." && pwd)"
-cache="${MEMGATE_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/memgate}"
-stamp="$(cat "$here/package.json" "$here/package-lock.json" | sha256sum | cut -c1-16)"
-modules="$cache/mcp-typescript-sdk-$stamp"
-if [[ ! -d "$modules/node_modules" ]]; then
-  # Installed beside, then moved into place: an interrupted install never looks complete. Other
-  # versions' folders go, and installs left over from an interrupted run an hour ago.
-  mkdir -p "$cache"
-  partial="$(mktemp -d "$cache/mcp-typescript-sdk-partial.XXXXXX")"
-  cp "$here/package.json" "$here/package-lock.json" "$partial/"
-  (cd "$partial" && npm ci --no-audit --no-fund --loglevel=error >&2)
-  find "$cache" -maxdepth 1 -name 'mcp-typescript-sdk-*' ! -name 'mcp-typescript-sdk-partial.*' \
-    ! -name "mcp-typescript-sdk-$stamp" -exec rm -rf {} +
-  find "$cache" -maxdepth 1 -name 'mcp-typescript-sdk-partial.*' -mmin +60 -exec rm -rf {} +
-  mv -T "$partial" "$modules" 2>/dev/null || rm -rf "$partial"
-fi
+# shellcheck source=../../../scripts/lib/npm-cache.sh
+source "$repo/scripts/lib/npm-cache.sh"
+modules="$(npm_cached_install mcp-typescript-sdk "$here")"
 
 workdir="$(mktemp -d)"
 pids=()
