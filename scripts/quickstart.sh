@@ -11,6 +11,8 @@ UPSTREAM=127.0.0.1:18888      # must match spec.endpoint.origin in examples/quic
 GATEWAY=${MEMGATE_QUICKSTART_LISTEN:-127.0.0.1:8080}
 KEY=dev-only-key              # the Secret in examples/quickstart/mem0-oss.yaml
 
+# The gateway links jemalloc, built from C source: a C compiler and make (installed when missing).
+MEMGATE_PROVISION_SCOPE=build bash scripts/lib/provision.sh
 cargo build -q -p memgate-gateway --bin memgate-gateway
 bin=target/debug/memgate-gateway
 logs=$(mktemp -d)

@@ -17,6 +17,7 @@
 # the fuzz step and its needs and prints that it did (never silently).
 #
 # MEMGATE_PROVISION=0 skips all of it (for machines provisioned otherwise).
+# MEMGATE_PROVISION_SCOPE=build installs only the C compiler and make the release build needs.
 set -euo pipefail
 
 NEEDS=(
@@ -34,8 +35,16 @@ NEEDS=(
   # then says so).
   "apt:nodejs:node -e 'process.exit(Number(process.versions.node.split(\".\")[0] < 20))'"
   "apt:npm:command -v npm"                                      # installs the pinned MCP TypeScript SDK (gateway/tests/typescript)
-  "apt:gcc:command -v cc"                                       # Hydra's SQLite store is cgo (OIDC tests)
+  "apt:gcc:command -v cc"                                       # Hydra's SQLite store is cgo (OIDC tests); jemalloc's C build
+  "apt:make:command -v make"                                    # jemalloc's build (tikv-jemalloc-sys, the gateway's allocator)
 )
+# MEMGATE_PROVISION_SCOPE=build: only what building the binaries needs beyond Rust (the README's run
+# command, scripts/quickstart.sh).
+if [[ "${MEMGATE_PROVISION_SCOPE:-test}" == build ]]; then
+  NEEDS=("apt:gcc:command -v cc" "apt:make:command -v make")
+  MEMGATE_FUZZ=0
+  MEMGATE_PROVISION_BENCH=0
+fi
 if [[ "${MEMGATE_FUZZ:-1}" != 0 ]]; then
   NEEDS+=(
     "apt:g++:command -v c++"                                    # libFuzzer (built by libfuzzer-sys)
