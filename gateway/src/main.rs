@@ -36,7 +36,7 @@ use memgate_gateway::gateway_id::GatewayId;
 use memgate_gateway::held_bytes::HeldBytes;
 use memgate_gateway::ingest::{DEFAULT_MAX_ENTRIES, DEFAULT_RESULT_TTL, Ledger, MemoryLedger, RedisLedger};
 use memgate_gateway::limits::{self, SharedBuckets};
-use memgate_gateway::listener::Listener;
+use memgate_gateway::listener::{ConnectionThreads, Listener, threads};
 use memgate_gateway::mcp::McpHttpConfig;
 use memgate_gateway::redis_store::RedisStore;
 use memgate_gateway::serve_args::ServeArgs;
@@ -241,7 +241,13 @@ async fn serve(args: ServeArgs) -> Result<()> {
         "listening"
     );
     let mcp_http = McpHttpConfig { allowed_hosts: args.allowed_hosts, allowed_origins: args.allowed_origins };
-    let data = Listener::new("data", socket, app(state, mcp_http), bounds).with_held_bytes(held);
+    let mut data = Listener::new("data", socket, app(state, mcp_http), bounds).with_held_bytes(held);
+    let count = args.listener.connection_threads.unwrap_or_else(threads::default_count);
+    if count > 0 {
+        let threads = ConnectionThreads::start("data", count).context("starting the connection threads")?;
+        tracing::info!(connection_threads = threads.len(), "connections served on their own threads");
+        data = data.with_connection_threads(threads);
+    }
 
     let (stop, stopping) = tokio::sync::watch::channel(false);
     tokio::spawn(async move {

@@ -164,6 +164,10 @@ pub struct ListenerArgs {
     /// pinning memory.
     #[arg(long, default_value_t = limits::DEFAULT_MAX_HELD_RESPONSE_BYTES, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1024 * 1024..=16 * 1024 * 1024 * 1024))]
     pub max_held_response_bytes: usize,
+    /// Threads serving the data port's connections, each connection on one of them from accept to
+    /// close (default: one per CPU the process may use; 0 serves them on the shared runtime).
+    #[arg(long, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(0..=1024))]
+    pub connection_threads: Option<usize>,
     /// After a shutdown signal, how long in-flight requests get to finish.
     #[arg(long, default_value_t = millis(limits::DEFAULT_SHUTDOWN_TIMEOUT), value_parser = clap::value_parser!(u64).range(0..=600_000))]
     pub shutdown_timeout_ms: u64,

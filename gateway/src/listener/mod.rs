@@ -16,6 +16,10 @@
 //! | data sent but not acknowledged by the client for [`ListenerLimits::write_timeout`] (`TCP_USER_TIMEOUT`) | the kernel drops the connection, also one already closed (no orphan keeps its send queue) |
 //! | HTTP/2: [`ListenerLimits::h2_max_streams`] streams, 256 KiB stream / 1 MiB connection windows, 256 KiB send buffer per stream | flow control / `REFUSED_STREAM` |
 //!
+//! Where connections run: on the runtime that runs [`Listener::run`], or, with
+//! [`Listener::with_connection_threads`], each on one of a fixed set of single-threaded runtimes
+//! ([`threads`]) chosen in turn at accept, where it stays.
+//!
 //! Shutdown: when the shutdown signal turns true the listener stops accepting, every connection is
 //! closed gracefully (HTTP/1 after its current response, HTTP/2 with `GOAWAY`), and [`Listener::run`]
 //! returns once all have finished or the drain timeout has passed.
@@ -26,6 +30,7 @@ pub mod limits;
 mod request;
 mod slots;
 mod stream;
+pub mod threads;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -41,6 +46,7 @@ use activity::Activity;
 pub use limits::{ListenerLimits, effective_max_connections, open_file_limit};
 use request::Shared;
 use slots::Slots;
+pub use threads::ConnectionThreads;
 
 /// The peer address of the connection a request came on, in every request's extensions (how
 /// anonymous callers are told apart by [`crate::limits`]).
@@ -71,13 +77,21 @@ pub struct Listener {
     router: Router,
     limits: ListenerLimits,
     held: HeldBytes,
+    threads: Option<ConnectionThreads>,
 }
 
 impl Listener {
     /// A listener called `name` (for logs) serving `router` on `socket` within `limits`.
     pub fn new(name: &'static str, socket: TcpListener, router: Router, limits: ListenerLimits) -> Listener {
         let held = HeldBytes::new(limits.max_held_response_bytes);
-        Listener { name, socket, router, limits, held }
+        Listener { name, socket, router, limits, held, threads: None }
+    }
+
+    /// Serve each connection on one of `threads` instead of the runtime running [`Listener::run`];
+    /// the threads stop when the listener has drained.
+    pub fn with_connection_threads(mut self, threads: ConnectionThreads) -> Listener {
+        self.threads = Some(threads);
+        self
     }
 
     /// Count large answers against `held` (shared with the engine) instead of a budget of its own.
@@ -89,7 +103,7 @@ impl Listener {
     /// Accept and serve until `shutdown` turns true, then drain: wait for open connections to
     /// finish, at most `drain` (connections still open then are dropped).
     pub async fn run(self, mut shutdown: watch::Receiver<bool>, drain: Duration) {
-        let Listener { name, socket, router, limits, held } = self;
+        let Listener { name, socket, router, limits, held, threads } = self;
         let builder = Arc::new(connection::builder(&limits));
         let shared =
             Arc::new(Shared { router, in_flight: Arc::new(Semaphore::new(limits.max_in_flight.max(1))), held, limits });
@@ -130,9 +144,21 @@ impl Listener {
             let _ = socket2::SockRef::from(&stream).set_tcp_user_timeout(Some(shared.limits.write_timeout));
             let (builder, shared, shutdown, alive) =
                 (Arc::clone(&builder), Arc::clone(&shared), shutdown.clone(), alive.clone());
-            // Gated: the parts of one connection's work wake each other without rescheduling it.
-            tokio::spawn(crate::wake_gate::gated(async move {
-                connection::watch(stream, ClientAddr(peer.ip()), builder, shared, activity, evicted, shutdown).await;
+            let client = ClientAddr(peer.ip());
+            let Some(threads) = &threads else {
+                // Gated: the parts of one connection's work wake each other without rescheduling it.
+                tokio::spawn(crate::wake_gate::gated(async move {
+                    connection::watch(stream, client, builder, shared, activity, evicted, shutdown).await;
+                    drop((slot, alive));
+                }));
+                continue;
+            };
+            // The socket leaves this runtime's reactor and joins the connection thread's.
+            let Ok(stream) = stream.into_std() else { continue };
+            threads.spawn(crate::wake_gate::gated(async move {
+                if let Ok(stream) = TcpStream::from_std(stream) {
+                    connection::watch(stream, client, builder, shared, activity, evicted, shutdown).await;
+                }
                 drop((slot, alive));
             }));
         }
@@ -157,7 +183,40 @@ fn refuse_over_capacity(stream: &TcpStream, answer: &[u8]) {
 
 #[cfg(test)]
 mod tests {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
     use super::*;
+
+    /// One HTTP/1.1 GET on a new connection to `address`: the answer's body.
+    async fn get_once(address: std::net::SocketAddr) -> String {
+        let mut stream = TcpStream::connect(address).await.expect("connect");
+        stream.write_all(b"GET /thread HTTP/1.1\r\nhost: test\r\nconnection: close\r\n\r\n").await.expect("write");
+        let mut answer = String::new();
+        stream.read_to_string(&mut answer).await.expect("read");
+        answer.split_once("\r\n\r\n").expect("head and body").1.to_string()
+    }
+
+    #[tokio::test]
+    async fn with_connection_threads_each_connection_is_served_on_the_next_thread() {
+        let router = Router::new().route(
+            "/thread",
+            axum::routing::get(|| async { std::thread::current().name().unwrap_or_default().to_string() }),
+        );
+        let socket = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let address = socket.local_addr().expect("address");
+        let threads = ConnectionThreads::start("unit", 2).expect("threads start");
+        let listener =
+            Listener::new("test", socket, router, ListenerLimits::default()).with_connection_threads(threads);
+        let (stop, stopping) = watch::channel(false);
+        let running = tokio::spawn(listener.run(stopping, Duration::from_secs(5)));
+        let mut served = Vec::new();
+        for _ in 0..4 {
+            served.push(get_once(address).await);
+        }
+        assert_eq!(served, ["unit-conn-0", "unit-conn-1", "unit-conn-0", "unit-conn-1"]);
+        stop.send(true).expect("listener running");
+        tokio::time::timeout(Duration::from_secs(10), running).await.expect("drains").expect("no panic");
+    }
 
     #[test]
     fn the_over_capacity_answer_is_a_complete_http_response() {
