@@ -33,6 +33,7 @@ pub mod hex;
 pub mod ingest;
 pub mod limits;
 pub mod listener;
+pub mod local_reactor;
 pub mod mcp;
 pub mod metrics;
 pub mod nexent;

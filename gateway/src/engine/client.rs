@@ -558,6 +558,30 @@ mod tests {
         assert_eq!(connections, [0, 0, 1, 1, 2]);
     }
 
+    /// On connection threads a pooled connection is leased only by calls on the thread whose
+    /// reactor it belongs to: calls alternating between two threads keep one connection each
+    /// (one shared connection would have its thread wake the other for every answer).
+    #[tokio::test]
+    async fn on_connection_threads_each_thread_reuses_only_its_own_connections() {
+        let (url, seen) = recording_server(ANSWER, 10).await;
+        let engine = Arc::new(Engine::new(EngineConfig::default()).expect("engine"));
+        let threads = crate::listener::ConnectionThreads::start("pool", 2).expect("threads");
+        for _ in 0..4 {
+            let (done, answered) = tokio::sync::oneshot::channel();
+            let (engine, request) = (Arc::clone(&engine), upstream_request(SearchMethod::Post, &url, "search"));
+            threads.spawn(async move {
+                let answer = engine.fetch_driven(request).await.map(|(body, _)| body);
+                let _ = done.send(answer);
+            });
+            assert_eq!(answered.await.expect("the call ran").expect("answer"), b"{\"results\":[]}");
+        }
+        let connections: Vec<usize> = seen.lock().expect("seen").iter().map(|(connection, _)| *connection).collect();
+        assert_eq!(connections, [0, 1, 0, 1]);
+        // The shared runtime's calls use connections of their own too.
+        engine.fetch_driven(upstream_request(SearchMethod::Post, &url, "search")).await.expect("answer");
+        assert_eq!(seen.lock().expect("seen").last().map(|(connection, _)| *connection), Some(2));
+    }
+
     /// A connection idle for the idle timeout is not taken for a call: a Mem0 server (uvicorn,
     /// keep-alive 5 s; see [`UPSTREAM_IDLE_TIMEOUT`]) may be closing it at that very moment. The
     /// upstream here keeps it open, so only the pool's own rule can make the second call connect anew.

@@ -22,6 +22,7 @@ use std::net::SocketAddr;
 use std::pin::{Pin, pin};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::task::{Context, Poll};
+use std::thread::ThreadId;
 use std::time::Duration;
 
 use http_body::Body as _;
@@ -35,6 +36,7 @@ use tokio::time::Instant;
 
 use super::destination::allowed_addresses;
 use super::error::EngineError;
+use crate::local_reactor;
 use crate::wake_gate::WakeGate;
 
 /// Idle connections kept per origin; more are closed when handed back.
@@ -71,6 +73,9 @@ struct Link {
     sender: SendRequest<Body>,
     conn: Conn,
     gate: WakeGate,
+    /// The connection thread whose reactor the socket belongs to ([`local_reactor::owner`]): only
+    /// calls on that thread lease it.
+    owner: Option<ThreadId>,
 }
 
 struct Idle {
@@ -114,7 +119,8 @@ impl Http1Pool {
         let port = url.port_or_known_default().ok_or(EngineError::Connect)?;
         let stream = connect(url, port, self.shared.placement).await?;
         let (sender, conn) = handshake(TokioIo::new(stream)).await.map_err(|_| EngineError::Connect)?;
-        let link = Link { origin: origin.to_owned(), sender, conn, gate: WakeGate::default() };
+        let owner = local_reactor::owner();
+        let link = Link { origin: origin.to_owned(), sender, conn, gate: WakeGate::default(), owner };
         let mut lease = Lease { link, ended: false, pool: Arc::clone(&self.shared) };
         lease.ready().await.map_err(|_| EngineError::Connect)?;
         Ok(lease)
@@ -126,10 +132,14 @@ impl Http1Pool {
         self.shared.state.lock().unwrap_or_else(PoisonError::into_inner).idle.values().all(Vec::is_empty)
     }
 
+    /// The newest idle connection to `origin` that belongs to this thread's reactor and has not
+    /// been idle for the idle timeout (older ones met on the way are dropped).
     fn take_idle(&self, origin: &str) -> Option<Idle> {
+        let owner = local_reactor::owner();
         let mut state = self.shared.state.lock().unwrap_or_else(PoisonError::into_inner);
         let idle = state.idle.get_mut(origin)?;
-        while let Some(entry) = idle.pop() {
+        while let Some(at) = idle.iter().rposition(|entry| entry.link.owner == owner) {
+            let entry = idle.remove(at);
             if entry.since.elapsed() < self.shared.idle_timeout {
                 return Some(entry);
             }

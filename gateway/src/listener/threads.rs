@@ -41,6 +41,7 @@ impl ConnectionThreads {
             let (stop, stopped) = oneshot::channel::<()>();
             stops.push(stop);
             std::thread::Builder::new().name(format!("{name}-conn-{n}")).spawn(move || {
+                crate::local_reactor::mark_current_thread();
                 // Returns when the set is dropped; dropping the runtime then drops its tasks.
                 let _ = runtime.block_on(stopped);
             })?;
