@@ -11,18 +11,19 @@ use std::cell::Cell;
 use std::thread::ThreadId;
 
 thread_local! {
-    static OWN_REACTOR: Cell<bool> = const { Cell::new(false) };
+    /// This thread's id once it is marked (read on every pool lease: no `thread::current()` then).
+    static OWN_REACTOR: Cell<Option<ThreadId>> = const { Cell::new(None) };
 }
 
 /// Mark the current thread as running a runtime of its own, for the rest of its life.
 pub fn mark_current_thread() {
-    OWN_REACTOR.with(|own| own.set(true));
+    OWN_REACTOR.with(|own| own.set(Some(std::thread::current().id())));
 }
 
 /// The thread whose reactor a socket opened here belongs to: this thread when it runs a runtime of
 /// its own, `None` on the shared runtime (whose workers share one reactor).
 pub fn owner() -> Option<ThreadId> {
-    OWN_REACTOR.with(Cell::get).then(|| std::thread::current().id())
+    OWN_REACTOR.with(Cell::get)
 }
 
 #[cfg(test)]
