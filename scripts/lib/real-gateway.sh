@@ -37,6 +37,20 @@ start_real_gateways() {
   done
 }
 
+# `open_workdir`: sets `workdir` (a fresh temporary folder) and an empty `pids` array, and traps
+# EXIT to stop every process in `pids` and remove the folder.
+open_workdir() {
+  workdir="$(mktemp -d)"
+  pids=()
+  trap close_workdir EXIT
+}
+
+close_workdir() {
+  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+  for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
+  rm -rf "$workdir"
+}
+
 # A free TCP port on 127.0.0.1 (the kernel's choice; released before use).
 free_port() {
   "${PYTHON:-python3}" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'

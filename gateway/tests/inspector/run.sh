@@ -25,17 +25,10 @@ if [[ -z "$node22" ]]; then
   exit 1
 fi
 
-workdir="$(mktemp -d)"
-pids=()
-cleanup() {
-  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
-  for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
-  rm -rf "$workdir"
-}
-trap cleanup EXIT
-
 # shellcheck source=../../../scripts/lib/real-gateway.sh
 source "$repo/scripts/lib/real-gateway.sh"
+open_workdir
+
 api_key="mcp-inspector-test-key"
 start_real_gateways 1 "$workdir" "$api_key"
 

@@ -13,14 +13,9 @@ venv="$(ensure_venv mcp-python-venv "$here/requirements.txt")"
 cargo build --quiet --manifest-path "$repo/Cargo.toml" -p memgate-gateway --example mcp_test_server
 server="$repo/target/debug/examples/mcp_test_server"
 
-workdir="$(mktemp -d)"
-pids=()
-cleanup() {
-  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
-  for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
-  rm -rf "$workdir"
-}
-trap cleanup EXIT
+# shellcheck source=../../../scripts/lib/real-gateway.sh
+source "$repo/scripts/lib/real-gateway.sh"
+open_workdir
 
 addresses=()
 for n in 1 2; do
@@ -37,8 +32,6 @@ for n in 1 2; do
 done
 
 # The real binary: a dev upstream and two `memgate-gateway serve` replicas on one config folder.
-# shellcheck source=../../../scripts/lib/real-gateway.sh
-source "$repo/scripts/lib/real-gateway.sh"
 api_key="python-sdk-test-key"
 start_real_gateways 2 "$workdir" "$api_key"
 

@@ -11,22 +11,15 @@ repo="$(cd "$here/../../.." && pwd)"
 source "$repo/scripts/lib/npm-cache.sh"
 modules="$(npm_cached_install mcp-typescript-sdk "$here")"
 
-workdir="$(mktemp -d)"
-pids=()
-cleanup() {
-  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
-  for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
-  rm -rf "$workdir"
-}
-trap cleanup EXIT
+# shellcheck source=../../../scripts/lib/real-gateway.sh
+source "$repo/scripts/lib/real-gateway.sh"
+open_workdir
 
 # ES modules resolve packages next to the importing file: the test runs from the work folder,
 # beside a link to the installed packages.
 cp "$here/client.test.mjs" "$workdir/"
 ln -s "$modules/node_modules" "$workdir/node_modules"
 
-# shellcheck source=../../../scripts/lib/real-gateway.sh
-source "$repo/scripts/lib/real-gateway.sh"
 api_key="typescript-sdk-test-key"
 start_real_gateways 2 "$workdir" "$api_key"
 
