@@ -3,7 +3,8 @@
 //! Properties: at most 5 items, in provider order, each a capped prefix of its source with a
 //! non-empty id and content and a finite score; the text is at most 4000 UTF-16 code units, has no
 //! raw `<` or `>`, and parses back to the structured value (every number exactly, as
-//! JavaScript's `JSON.parse` reads it); the structured value has exactly the profile's keys, in order.
+//! JavaScript's `JSON.parse` reads it); the structured value has exactly the profile's keys, in order,
+//! and the bytes written for it without building it are serde_json's.
 
 #![no_main]
 
@@ -52,17 +53,21 @@ fuzz_target!(|sources: Vec<Source>| {
     assert!(utf16_len(&output.text) <= MAX_TEXT_UTF16_UNITS, "text over budget");
     assert!(!output.text.contains('<') && !output.text.contains('>'), "raw angle bracket in {}", output.text);
     let parsed: Value = serde_json::from_str(&output.text).expect("the text is JSON");
-    assert!(same_shape(&parsed, &output.structured), "text {} != structured {}", output.text, output.structured);
+    let structured = output.structured();
+    assert!(same_shape(&parsed, &structured), "text {} != structured {structured}", output.text);
+    let mut written = String::new();
+    output.push_structured_json(&mut written);
+    assert_eq!(written, structured.to_string(), "the structured bytes are serde_json's");
     let mut numbers = Vec::new();
-    value_numbers(&output.structured, &mut numbers);
+    value_numbers(&structured, &mut numbers);
     let written = text_numbers(&output.text);
     assert_eq!(written.len(), numbers.len(), "numbers in {}", output.text);
     for (written, number) in written.iter().zip(&numbers) {
         assert!(written == number, "{} is written as a number parsing to {written:e}", number);
     }
 
-    let body = &output.structured["untrusted_external_context"];
-    assert_eq!(output.structured.as_object().map(|o| o.len()), Some(1));
+    let body = &structured["untrusted_external_context"];
+    assert_eq!(structured.as_object().map(|o| o.len()), Some(1));
     assert_eq!(
         body.as_object().map(|o| o.keys().cloned().collect::<Vec<_>>()),
         Some(vec!["notice".into(), "items".into()])

@@ -38,7 +38,7 @@ def plant(text):
 
 def main():
     for target in ["manifest_documents", "config_snapshot", "validation_rules", "request_url",
-                   "normalize_response", "nexent_requests"]:
+                   "normalize_response", "nexent_requests", "mcp_direct_read"]:
         shutil.rmtree(SEEDS / target, ignore_errors=True)
 
     examples = sorted((ROOT / "examples").rglob("*.yaml")) + sorted((ROOT / "testdata/invalid").glob("*.yaml"))
@@ -81,6 +81,22 @@ def main():
             {"event_id": "evt-2", "event_type": "message", "unit_type": "preference", "unit_content": "Prefers short answers.", "unit_index": 1, "metadata": {}},
         ],
     }))
+
+    # mcp_direct_read: the first byte picks the era (0: 2025-11-25, 1: 2026-07-28), the rest is the
+    # body; the calls the SDKs and the benchmark send, and one with escapes and keys out of order.
+    arguments = {"query": "deploy checklist"}
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientInfo": {"name": "mcp", "version": "2.3.0"},
+    }
+    legacy = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "context_search", "arguments": arguments}}
+    modern = {"jsonrpc": "2.0", "id": "c-7", "method": "tools/call",
+              "params": {"name": "context_search", "arguments": arguments, "_meta": meta}}
+    write("mcp_direct_read", "legacy", b"\x00" + json.dumps(legacy).encode())
+    write("mcp_direct_read", "modern", b"\x01" + json.dumps(modern).encode())
+    escaped = '{"params":{"arguments":{"\\u0071uery":"caf\\u00e9 <b>"},"name":"context\\u005fsearch"},"method":"tools/call","id":-3,"jsonrpc":"2.0"}'
+    write("mcp_direct_read", "escaped", b"\x00" + escaped.encode())
 
 
 if __name__ == "__main__":

@@ -32,15 +32,20 @@
 //! and `per_request_calls_are_answered_exactly_as_rmcp_does` send corpora of requests through both
 //! paths.
 
+use std::borrow::Cow;
+use std::fmt::Write as _;
+
 use axum::http::header::{ACCEPT, CONTENT_TYPE, HOST};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use rmcp::model::{
-    CallToolResponse, CallToolResult, ClientJsonRpcMessage, ClientRequest, GetMeta, JsonObject, ProtocolVersion,
+    CallToolResponse, CallToolResult, ClientJsonRpcMessage, ClientRequest, GetMeta, JsonRpcVersion2_0, ProtocolVersion,
     RequestId, RequestMetaObject, ServerJsonRpcMessage, ServerResult,
 };
+use serde::Deserialize;
 
-use super::server::TOOL_NAME;
+use super::server::{Outcome, TOOL_NAME, query_argument};
+use crate::profile::{ProfileOutput, normalize_query, push_json_string};
 
 /// The protocol version header (rmcp's `HEADER_MCP_PROTOCOL_VERSION`).
 const PROTOCOL_VERSION_HEADER: &str = "mcp-protocol-version";
@@ -68,8 +73,9 @@ pub(crate) enum Era {
 pub(crate) struct DirectCall {
     /// The JSON-RPC id, echoed in the answer.
     pub(crate) id: RequestId,
-    /// The call's arguments, as rmcp would hand them to the tool.
-    pub(crate) arguments: Option<JsonObject>,
+    /// The normalised query when the arguments are exactly a valid `{"query": ..}` (what the tool
+    /// would search for); `None` answers the tool's input error.
+    pub(crate) query: Option<String>,
     /// The client's protocol era.
     pub(crate) era: Era,
 }
@@ -77,6 +83,84 @@ pub(crate) struct DirectCall {
 /// The call in `message` when the request is one the direct path takes (see the module docs);
 /// `None` sends it to rmcp.
 pub(crate) fn direct_call(uri: &Uri, headers: &HeaderMap, message: ClientJsonRpcMessage) -> Option<DirectCall> {
+    let era = head_era(uri, headers)?;
+    let ClientJsonRpcMessage::Request(request) = message else { return None };
+    // rmcp keeps a request's `_meta` in its extensions, not in its params, once deserialised.
+    let meta = era.takes_meta(Some(request.request.get_meta()));
+    let ClientRequest::CallToolRequest(call) = request.request else { return None };
+    let params = call.params;
+    let plain = params.input_responses.is_none() && params.request_state.is_none();
+    (params.name == TOOL_NAME && meta && plain).then(|| DirectCall {
+        id: request.id,
+        query: query_argument(params.arguments.as_ref()),
+        era,
+    })
+}
+
+/// The call in `body` read without rmcp's message parse, when the request is one the direct path
+/// takes and its body is exactly a plain call: a JSON object with `jsonrpc` `"2.0"`, an `id`,
+/// `method` `"tools/call"` and `params` holding `name` `"context_search"`, `arguments` holding
+/// exactly a string `query`, and (optionally) `_meta`, no other key at any level, none twice.
+/// `None` leaves the body to [`direct_call`] after rmcp's parse, so this reader only has to be
+/// right where it says yes: there it gives the call [`direct_call`] gives (the unit tests compare
+/// the two on every request of their corpora, the `mcp_direct_read` fuzz target on any input).
+///
+/// Why: rmcp's `JsonRpcMessage` parse buffers the body through its untagged and flattened enums
+/// (rmcp 3.11 `model.rs`, `from_buffered_deserializer`), about three times the cost of reading the
+/// same body into a `Value`; this reader is one typed pass that borrows the query where it can.
+pub(crate) fn read_call(uri: &Uri, headers: &HeaderMap, body: &[u8]) -> Option<DirectCall> {
+    let era = head_era(uri, headers)?;
+    let wire: WireCall<'_> = serde_json::from_slice(body).ok()?;
+    let plain = wire.method == "tools/call" && wire.params.name == TOOL_NAME;
+    (plain && era.takes_meta(wire.params.meta.as_ref())).then(|| DirectCall {
+        id: wire.id,
+        query: normalize_query(&wire.params.arguments.query).ok(),
+        era,
+    })
+}
+
+/// The JSON-RPC request [`read_call`] reads; rmcp's own types for the version and the id, so both
+/// are read by the code rmcp reads them with.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WireCall<'a> {
+    #[serde(rename = "jsonrpc")]
+    _version: JsonRpcVersion2_0,
+    id: RequestId,
+    #[serde(borrow)]
+    method: Cow<'a, str>,
+    #[serde(borrow)]
+    params: WireParams<'a>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WireParams<'a> {
+    #[serde(borrow)]
+    name: Cow<'a, str>,
+    #[serde(borrow)]
+    arguments: WireArguments<'a>,
+    /// An object when present (`null` is left to rmcp).
+    #[serde(rename = "_meta", default, deserialize_with = "present_meta")]
+    meta: Option<RequestMetaObject>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WireArguments<'a> {
+    #[serde(borrow)]
+    query: Cow<'a, str>,
+}
+
+/// `_meta` as rmcp's type, called only when the key is present: `null` is an error (so the body
+/// goes to rmcp), not an absent `_meta`.
+fn present_meta<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Option<RequestMetaObject>, D::Error> {
+    RequestMetaObject::deserialize(deserializer).map(Some)
+}
+
+/// The era of a request whose head the direct path takes: the checks of the module docs on the
+/// target, `Accept`, `Content-Type` and the `Mcp-*` headers.
+fn head_era(uri: &Uri, headers: &HeaderMap) -> Option<Era> {
     // The gateway checked the target's authority when it has one (absolute form, HTTP/2), rmcp
     // checks `Host` first: where both are present they could differ, and rmcp's answer is its own.
     if uri.authority().is_some() && headers.contains_key(HOST) {
@@ -85,26 +169,61 @@ pub(crate) fn direct_call(uri: &Uri, headers: &HeaderMap, message: ClientJsonRpc
     if !accepts_json_and_event_stream(headers) || !has_json_content_type(headers) {
         return None;
     }
-    let era = era(headers)?;
-    let ClientJsonRpcMessage::Request(request) = message else { return None };
-    // rmcp keeps a request's `_meta` in its extensions, not in its params, once deserialised.
-    let meta = request.request.get_meta();
-    let meta = match era {
-        Era::Handshake => meta.0.is_empty(),
-        Era::PerRequest => per_request_meta(meta),
-    };
-    let ClientRequest::CallToolRequest(call) = request.request else { return None };
-    let params = call.params;
-    let plain = params.input_responses.is_none() && params.request_state.is_none();
-    (params.name == TOOL_NAME && meta && plain).then_some(DirectCall {
-        id: request.id,
-        arguments: params.arguments,
-        era,
-    })
+    era(headers)
 }
 
-/// rmcp's answer to the call `id` of a client in `era` that ended with `result`.
-pub(crate) fn answer(id: RequestId, era: Era, result: CallToolResult) -> Response {
+impl Era {
+    /// Whether a call of this era with `meta` is taken: none (absent or empty) before 2026-07-28;
+    /// exactly the lifecycle keys for 2026-07-28 ([`per_request_meta`]).
+    fn takes_meta(self, meta: Option<&RequestMetaObject>) -> bool {
+        match self {
+            Era::Handshake => meta.is_none_or(|meta| meta.0.is_empty()),
+            Era::PerRequest => meta.is_some_and(per_request_meta),
+        }
+    }
+}
+
+/// The direct path's two readings of a POST to `/mcp/{provider}` carrying `body` from an SDK client
+/// of the 2025-11-25 era, or with `modern` of 2026-07-28 (its headers as the Python SDK sends
+/// them): [`read_call`]'s and [`direct_call`]'s after rmcp's parse, as `Debug` text (`None`: not
+/// taken). For the `mcp_direct_read` fuzz target, which holds the first to the second.
+#[doc(hidden)]
+pub fn readings(modern: bool, body: &[u8]) -> (Option<String>, Option<String>) {
+    let mut headers = HeaderMap::new();
+    headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    headers.insert(ACCEPT, HeaderValue::from_static("application/json, text/event-stream"));
+    let version = if modern { "2026-07-28" } else { "2025-11-25" };
+    headers.insert(PROTOCOL_VERSION_HEADER, HeaderValue::from_static(version));
+    if modern {
+        headers.insert(METHOD_HEADER, HeaderValue::from_static("tools/call"));
+        headers.insert(NAME_HEADER, HeaderValue::from_static(TOOL_NAME));
+    }
+    let uri = Uri::from_static("/mcp/p");
+    let typed = read_call(&uri, &headers, body);
+    let message = serde_json::from_slice::<ClientJsonRpcMessage>(body).ok();
+    let general = message.and_then(|message| direct_call(&uri, &headers, message));
+    (typed.map(|call| format!("{call:?}")), general.map(|call| format!("{call:?}")))
+}
+
+/// rmcp's answer to the call `id` of a client in `era` that ended with `outcome`.
+///
+/// A found result (every call an agent makes that succeeds) is written straight into one buffer
+/// of the size it needs, byte for byte what rmcp writes for it (see [`found_body`]); the error
+/// results go through rmcp's own types.
+pub(crate) fn answer(id: RequestId, era: Era, outcome: Outcome) -> Response {
+    let body = match outcome {
+        Outcome::Found(output) => found_body(&id, era, &output),
+        other => match rmcp_body(id, era, other.into_result()) {
+            Ok(body) => body,
+            Err(_) => return StatusCode::INTERNAL_SERVER_ERROR.into_response(),
+        },
+    };
+    (StatusCode::OK, [(CONTENT_TYPE, HeaderValue::from_static("application/json"))], body).into_response()
+}
+
+/// rmcp's bytes for `result`: shaped for `era` as its `ServerHandler` dispatch shapes a call's
+/// result (`handler/server.rs`), serialised by its types.
+fn rmcp_body(id: RequestId, era: Era, result: CallToolResult) -> serde_json::Result<Vec<u8>> {
     let mut result = ServerResult::from(CallToolResponse::from(result));
     match era {
         Era::Handshake => {
@@ -113,12 +232,34 @@ pub(crate) fn answer(id: RequestId, era: Era, result: CallToolResult) -> Respons
         }
         Era::PerRequest => result.fill_missing_cache_hints(),
     }
-    match serde_json::to_vec(&ServerJsonRpcMessage::response(result, id)) {
-        Ok(body) => {
-            (StatusCode::OK, [(CONTENT_TYPE, HeaderValue::from_static("application/json"))], body).into_response()
+    serde_json::to_vec(&ServerJsonRpcMessage::response(result, id))
+}
+
+/// The bytes [`rmcp_body`] writes for a found result, without building rmcp's value: the
+/// JSON-RPC envelope, `resultType: "complete"` for 2026-07-28 (`fill_missing_cache_hints`; a
+/// handshake-era result has none), the one text block, `structuredContent` (an object, so kept
+/// for every era) and `isError: false`, in rmcp's field order. The unit tests hold the two paths'
+/// bytes equal over corpora of results.
+fn found_body(id: &RequestId, era: Era, output: &ProfileOutput) -> Vec<u8> {
+    // The text (escaped: a few bytes more) and the structured value (about the text's length).
+    let mut body = String::with_capacity(2 * output.text.len() + output.text.len() / 4 + 160);
+    body.push_str(r#"{"jsonrpc":"2.0","id":"#);
+    match id {
+        RequestId::Number(number) => {
+            let _ = write!(body, "{number}");
         }
-        Err(_) => StatusCode::INTERNAL_SERVER_ERROR.into_response(),
+        RequestId::String(text) => push_json_string(&mut body, text),
     }
+    body.push_str(r#","result":{"#);
+    if era == Era::PerRequest {
+        body.push_str(r#""resultType":"complete","#);
+    }
+    body.push_str(r#""content":[{"type":"text","text":"#);
+    push_json_string(&mut body, &output.text);
+    body.push_str(r#"}],"structuredContent":"#);
+    output.push_structured_json(&mut body);
+    body.push_str(r#","isError":false}}"#);
+    body.into_bytes()
 }
 
 /// Every `Accept` value is plain (no parameters, no quotes: rmcp's quality rules then never apply)
@@ -213,20 +354,40 @@ mod tests {
             _limit: u32,
         ) -> BoxFuture<'a, Result<Vec<Item>, EngineError>> {
             Box::pin(async move {
-                if query == "fail" {
-                    return Err(EngineError::Timeout);
+                match query.as_str() {
+                    "fail" => Err(EngineError::Timeout),
+                    "none" => Ok(Vec::new()),
+                    "many" => Ok(many_items()),
+                    _ => Ok(vec![Item {
+                        id: "m-1".into(),
+                        content: format!("about <{query}> \"quoted\" é 😀"),
+                        title: Some("T".into()),
+                        uri: None,
+                        score: Some(0.5),
+                        updated_at: None,
+                    }]),
                 }
-                let item = Item {
-                    id: "m-1".into(),
-                    content: format!("about <{query}> \"quoted\" é 😀"),
-                    title: Some("T".into()),
-                    uri: None,
-                    score: Some(0.5),
-                    updated_at: None,
-                };
-                Ok(vec![item])
             })
         }
+    }
+
+    /// Seven items covering every field, escape and kind of score the answer writes (more than
+    /// the profile keeps, one over its text budget).
+    fn many_items() -> Vec<Item> {
+        let scores =
+            [Some(1.0), Some(-0.0), Some(1e21), Some(1.5e-7), None, Some(0.1 + 0.2), Some(9_007_199_254_740_993.0)];
+        scores
+            .into_iter()
+            .enumerate()
+            .map(|(n, score)| Item {
+                id: format!("m-{n} \u{1}\\"),
+                content: format!("line\nbreak\ttab \u{0}\u{1f}\u{7f} <{n}> \u{2028} {}", "x".repeat(n * 300)),
+                title: (n % 2 == 0).then(|| format!("title \"{n}\" 中")),
+                uri: (n % 3 == 0).then(|| format!("https://example.com/{n}?a=1&b=<2>")),
+                score,
+                updated_at: (n % 2 == 1).then(|| "2026-12-01T08:30:00Z".to_string()),
+            })
+            .collect()
     }
 
     fn call(id: &str, params: &str) -> String {
@@ -241,6 +402,8 @@ mod tests {
         }
         for params in [
             r#"{"name":"context_search","arguments":{"query":"fail"}}"#,
+            r#"{"name":"context_search","arguments":{"query":"many"}}"#,
+            r#"{"name":"context_search","arguments":{"query":"none"}}"#,
             r#"{"name":"context_search","arguments":{"query":""}}"#,
             r#"{"name":"context_search","arguments":{"query":"   "}}"#,
             r#"{"name":"context_search","arguments":{"query":"x","extra":1}}"#,
@@ -270,6 +433,29 @@ mod tests {
                 r#"{"id":6,"method":"tools/call","params":{"name":"context_search","arguments":{"query":"hello"}}}"#,
                 r#"{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{"name":"context_search","arguments":{"query":"hello"}},"extra":1}"#,
                 r#"[{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{"name":"context_search","arguments":{"query":"hello"}}}]"#,
+                // Near misses of the typed reader's shape: key order, whitespace, escapes, repeats,
+                // nulls, trailing bytes.
+                r#"{"params":{"arguments":{"query":"hello"},"name":"context_search"},"method":"tools/call","id":8,"jsonrpc":"2.0"}"#,
+                " {\n\t\"jsonrpc\" : \"2.0\" , \"id\" : 9 , \"method\":\"tools/call\",\"params\":{\"name\":\"context_search\",\"arguments\":{\"query\":\"hello\"}}}\r\n ",
+                r#"{"jsonrpc":"2.0","id":10,"method":"tools\/call","params":{"name":"context\u005fsearch","arguments":{"\u0071uery":"h\u00e9llo \ud83d\ude00"}}}"#,
+                r#"{"jsonrpc":"2.0","jsonrpc":"2.0","id":11,"method":"tools/call","params":{"name":"context_search","arguments":{"query":"hello"}}}"#,
+                r#"{"jsonrpc":"2.0","id":12,"id":13,"method":"tools/call","params":{"name":"context_search","arguments":{"query":"hello"}}}"#,
+                r#"{"jsonrpc":"2.0","id":14,"method":"tools/call","params":{"name":"context_search","name":"context_search","arguments":{"query":"hello"}}}"#,
+                r#"{"jsonrpc":"2.0","id":15,"method":"tools/call","params":{"name":"context_search","arguments":{"query":"hello"},"_meta":null}}"#,
+                r#"{"jsonrpc":"2.0","id":16,"method":"tools/call","params":{"name":"context_search","arguments":{"query":"hello"},"_meta":[]}}"#,
+                r#"{"jsonrpc":"2.0","id":17,"method":"tools/call","params":{"name":"context_search","arguments":{"query":null}}}"#,
+                r#"{"jsonrpc":"2.0","id":18,"method":"tools/call","params":null}"#,
+                r#"{"jsonrpc":"2.0","id":19,"method":"tools/call"}"#,
+                r#"{"jsonrpc":"2.0","id":20,"method":"tools/call","params":{"name":"context_search","arguments":{"query":"hello"}}} x"#,
+                r#"{"jsonrpc":"2.0","id":21,"method":"tools/call","params":{"name":"context_search","arguments":{"query":"hello"}}}{}"#,
+                r#"{"jsonrpc":"2.0","id":-9223372036854775808,"method":"tools/call","params":{"name":"context_search","arguments":{"query":"hello"}}}"#,
+                r#"{"jsonrpc":"2.0","id":9223372036854775808,"method":"tools/call","params":{"name":"context_search","arguments":{"query":"hello"}}}"#,
+                r#"{"jsonrpc":"2.0","id":1e2,"method":"tools/call","params":{"name":"context_search","arguments":{"query":"hello"}}}"#,
+                r#"{"jsonrpc":"2.0","id":-0,"method":"tools/call","params":{"name":"context_search","arguments":{"query":"hello"}}}"#,
+                r#"{"jsonrpc":"2.0","id":"\u0000\"","method":"tools/call","params":{"name":"context_search","arguments":{"query":"hello"}}}"#,
+                r#"{"jsonrpc":"2.0 ","id":22,"method":"tools/call","params":{"name":"context_search","arguments":{"query":"hello"}}}"#,
+                r#"{"jsonrpc":"2.0","id":23,"method":"tools/call","params":{"name":"Context_search","arguments":{"query":"hello"}}}"#,
+                r#"{"jsonrpc":"2.0","id":24,"method":"tools/list","params":{"name":"context_search","arguments":{"query":"hello"}}}"#,
                 r#"{"jsonrpc":"2.0","id":7,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"c","version":"1"}}}"#,
             ]
             .map(str::to_string),
@@ -329,7 +515,7 @@ mod tests {
         let content_types = ["application/json", "application/json; charset=utf-8", "APPLICATION/JSON"];
         let extras: [&[(&str, &str)]; 3] = [&[], &[("mcp-session-id", "s-1")], &[("mcp-method", "tools/call")]];
         let bodies = bodies();
-        let (mut compared, mut taken) = (0, 0);
+        let (mut compared, mut taken, mut typed) = (0, 0, 0);
         for version in versions {
             for accept in accepts {
                 for content_type in content_types {
@@ -343,7 +529,9 @@ mod tests {
                             map.append(*name, HeaderValue::from_str(value).expect("value"));
                         }
                         for body in &bodies {
-                            taken += usize::from(taken_call(&map, body).is_some());
+                            let rmcp_read = taken_call(&map, body);
+                            taken += usize::from(rmcp_read.is_some());
+                            typed += usize::from(typed_reader_agrees(&map, body, rmcp_read.as_ref()));
                             let ours = send(&direct, &headers, body).await;
                             let theirs = send(&rmcp, &headers, body).await;
                             assert_eq!(
@@ -358,12 +546,23 @@ mod tests {
             }
         }
         assert!(taken >= 400, "the corpus exercises the direct path: {taken} of {compared}");
+        assert!(typed >= 400, "the corpus exercises the typed reader: {typed} of {taken}");
     }
 
-    /// The call the direct path takes from `body` with `headers`, if any.
+    /// The call the direct path takes from `body` with `headers` after rmcp's parse, if any.
     fn taken_call(headers: &HeaderMap, body: &str) -> Option<DirectCall> {
         let uri = Uri::from_static("/mcp/p");
         serde_json::from_str::<ClientJsonRpcMessage>(body).ok().and_then(|message| direct_call(&uri, headers, message))
+    }
+
+    /// Whether the typed reader took `body`; fails when it took it but rmcp's reading (`rmcp_read`)
+    /// gives another call or none.
+    fn typed_reader_agrees(headers: &HeaderMap, body: &str, rmcp_read: Option<&DirectCall>) -> bool {
+        let typed = read_call(&Uri::from_static("/mcp/p"), headers, body.as_bytes());
+        if let Some(typed) = &typed {
+            assert_eq!(Some(typed), rmcp_read, "the typed reader took {body} with {headers:?}");
+        }
+        typed.is_some()
     }
 
     fn header_map(headers: &[(&str, &str)]) -> HeaderMap {
@@ -413,7 +612,14 @@ mod tests {
             format!(r#"{{{version},{capabilities},"io.modelcontextprotocol/logLevel":"debug"}}"#),
             "{}".to_string(),
         ];
-        let arguments = [r#"{"query":"hello"}"#, r#"{"query":"fail"}"#, r#"{"query":""}"#, r#"{"query":"x","n":1}"#];
+        let arguments = [
+            r#"{"query":"hello"}"#,
+            r#"{"query":"fail"}"#,
+            r#"{"query":"many"}"#,
+            r#"{"query":"none"}"#,
+            r#"{"query":""}"#,
+            r#"{"query":"x","n":1}"#,
+        ];
         let mut bodies = Vec::new();
         for meta in &metas {
             for arguments in arguments {
@@ -428,7 +634,7 @@ mod tests {
             bodies.push(format!(r#"{{"jsonrpc":"2.0","id":3,"method":"tools/list","params":{{"_meta":{meta}}}}}"#));
         }
         bodies.push(call("4", r#"{"name":"context_search","arguments":{"query":"hello"}}"#));
-        let (mut compared, mut taken) = (0, 0);
+        let (mut compared, mut taken, mut typed) = (0, 0, 0);
         for protocol in ["2026-07-28", "2025-11-25"] {
             for extra in standard {
                 let mut headers = vec![
@@ -439,7 +645,10 @@ mod tests {
                 headers.extend(extra.iter().copied());
                 let map = header_map(&headers);
                 for body in &bodies {
-                    taken += usize::from(taken_call(&map, body).is_some_and(|call| call.era == Era::PerRequest));
+                    let rmcp_read = taken_call(&map, body);
+                    taken += usize::from(rmcp_read.as_ref().is_some_and(|call| call.era == Era::PerRequest));
+                    let read = typed_reader_agrees(&map, body, rmcp_read.as_ref());
+                    typed += usize::from(read && rmcp_read.is_some_and(|call| call.era == Era::PerRequest));
                     let ours = send(&direct, &headers, body).await;
                     let theirs = send(&rmcp, &headers, body).await;
                     assert_eq!(
@@ -452,6 +661,7 @@ mod tests {
             }
         }
         assert!(taken >= 15, "the corpus exercises the 2026-07-28 direct path: {taken} of {compared}");
+        assert!(typed >= 15, "the corpus exercises the typed reader on 2026-07-28 calls: {typed} of {taken}");
     }
 
     /// An absolute-form target names the authority the gateway checks; rmcp checks `Host` first.
@@ -507,7 +717,9 @@ mod tests {
         ]);
         let body = call("2", r#"{"name":"context_search","arguments":{"query":"deploys"}}"#);
         let taken = taken_call(&legacy, &body).expect("taken");
-        assert_eq!((taken.id, taken.era), (RequestId::Number(2), Era::Handshake));
+        assert_eq!((&taken.id, taken.era), (&RequestId::Number(2), Era::Handshake));
+        let uri = Uri::from_static("/mcp/p");
+        assert_eq!(read_call(&uri, &legacy, body.as_bytes()), Some(taken), "read typed");
 
         // What the Python SDK 2.3.0 sends on a 2026-07-28 connection (`mcp/client/session.py`,
         // `_make_modern_stamp`): the version, method and name headers, and the three lifecycle keys.
@@ -520,8 +732,11 @@ mod tests {
         ]);
         let meta = r#""_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"mcp","version":"2.3.0"},"io.modelcontextprotocol/clientCapabilities":{}}"#;
         let body = call("3", &format!(r#"{{"name":"context_search","arguments":{{"query":"deploys"}},{meta}}}"#));
-        assert_eq!(taken_call(&modern, &body).map(|call| call.era), Some(Era::PerRequest));
+        let taken = taken_call(&modern, &body).expect("taken");
+        assert_eq!(taken.era, Era::PerRequest);
+        assert_eq!(read_call(&uri, &modern, body.as_bytes()), Some(taken), "read typed");
         let without_meta = call("3", r#"{"name":"context_search","arguments":{"query":"deploys"}}"#);
         assert_eq!(taken_call(&modern, &without_meta), None, "rmcp refuses a 2026-07-28 call without _meta");
+        assert_eq!(read_call(&uri, &modern, without_meta.as_bytes()), None);
     }
 }

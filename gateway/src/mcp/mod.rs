@@ -64,6 +64,9 @@ pub const DEFAULT_ALLOWED_HOSTS: [&str; 3] = ["localhost", "127.0.0.1", "::1"];
 
 pub use http_checks::{Refusal, valid_origin_entry};
 
+#[doc(hidden)]
+pub use direct::readings as direct_readings;
+
 /// Which requests the HTTP side of the MCP surface accepts (see [`http_checks`]).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct McpHttpConfig {
@@ -189,16 +192,22 @@ async fn serve(State(state): State<Arc<McpState>>, Path(provider): Path<String>,
         let Ok(bytes) = axum::body::to_bytes(body, MAX_REQUEST_BODY_BYTES).await else {
             return Refusal::TooLarge.into_response();
         };
-        let message = match http_checks::check_body(&bytes) {
-            Ok(message) => message,
-            Err(refusal) => return refusal.into_response(),
+        // A plain call is read typed (`read_call`); any other body is parsed once with rmcp's
+        // message type, for the checks and for the direct path's general reader.
+        let direct_call = match state.direct.then(|| direct::read_call(&parts.uri, &parts.headers, &bytes)).flatten() {
+            Some(call) => Some(call),
+            None => {
+                let message = match http_checks::check_body(&bytes) {
+                    Ok(message) => message,
+                    Err(refusal) => return refusal.into_response(),
+                };
+                state.direct.then(|| direct::direct_call(&parts.uri, &parts.headers, message)).flatten()
+            }
         };
-        if state.direct
-            && let Some(call) = direct::direct_call(&parts.uri, &parts.headers, message)
-        {
+        if let Some(call) = direct_call {
             parts.extensions.insert(ProviderName(provider));
-            let result = server::context_search(state.search.as_ref(), call.arguments.as_ref(), &parts.extensions);
-            return direct::answer(call.id, call.era, result.await);
+            let outcome = server::context_search(state.search.as_ref(), call.query, &parts.extensions);
+            return direct::answer(call.id, call.era, outcome.await);
         }
         Request::from_parts(parts, axum::body::Body::from(bytes))
     } else {

@@ -26,7 +26,7 @@ use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::{Value, json};
 
 use super::{ProviderName, ProviderSearch};
-use crate::profile::{SEARCH_LIMIT, normalize_query, render};
+use crate::profile::{ProfileOutput, SEARCH_LIMIT, normalize_query, render};
 
 /// The one tool's name.
 pub const TOOL_NAME: &str = "context_search";
@@ -93,45 +93,71 @@ impl ContextSearchServer {
                 tracing::debug!(outcome = "cancelled", "context_search");
                 failure()
             }
-            result = context_search(self.search.as_ref(), arguments, request) => result,
+            outcome = context_search(self.search.as_ref(), query_argument(arguments), request) => outcome.into_result(),
         }
     }
 }
 
-/// One `context_search` call with `arguments`, for the provider named in `request`'s extensions
-/// ([`ProviderName`], with whatever the middleware in front inserted): the tool result of either
-/// path (rmcp's handler and the direct one). Dropping the future aborts the upstream request.
+/// How one `context_search` call ended.
+#[derive(Debug)]
+pub(crate) enum Outcome {
+    /// The provider answered: the rendered result.
+    Found(ProfileOutput),
+    /// The arguments were refused before any search ([`INPUT_ERROR_TEXT`]).
+    InvalidArguments,
+    /// No answer from the provider ([`FAILURE_TEXT`]).
+    Failed,
+}
+
+impl Outcome {
+    /// The tool result rmcp serialises for this outcome.
+    pub(crate) fn into_result(self) -> CallToolResult {
+        match self {
+            Outcome::Found(output) => {
+                let structured = output.structured();
+                let mut result = CallToolResult::success(vec![ContentBlock::text(output.text)]);
+                result.structured_content = Some(structured);
+                result
+            }
+            Outcome::InvalidArguments => CallToolResult::error(vec![ContentBlock::text(INPUT_ERROR_TEXT)]),
+            Outcome::Failed => failure(),
+        }
+    }
+}
+
+/// One `context_search` call for `query` (the normalised query, `None` when the arguments were
+/// refused: see [`query_argument`]), for the provider named in `request`'s extensions
+/// ([`ProviderName`], with whatever the middleware in front inserted): the outcome of either path
+/// (rmcp's handler and the direct one). Dropping the future aborts the upstream request.
 pub(crate) async fn context_search(
     search: &dyn ProviderSearch,
-    arguments: Option<&JsonObject>,
+    query: Option<String>,
     request: &http::Extensions,
-) -> CallToolResult {
+) -> Outcome {
     let Some(ProviderName(provider)) = request.get::<ProviderName>() else {
         tracing::warn!("context_search called without a provider in the request path");
-        return failure();
+        return Outcome::Failed;
     };
     let provider = provider.as_str();
-    let Some(query) = query_argument(arguments) else {
+    let Some(query) = query else {
         search.record_invalid_call(provider, request);
-        return CallToolResult::error(vec![ContentBlock::text(INPUT_ERROR_TEXT)]);
+        return Outcome::InvalidArguments;
     };
     match search.search_in_request(provider, query, SEARCH_LIMIT, request).await {
         Ok(items) => {
             let output = render(&items);
             tracing::debug!(provider, outcome = "ok", items = output.items.len(), "context_search");
-            let mut result = CallToolResult::success(vec![ContentBlock::text(output.text)]);
-            result.structured_content = Some(output.structured);
-            result
+            Outcome::Found(output)
         }
         Err(err) => {
             tracing::debug!(provider, outcome = "error", error_code = err.code().as_str(), "context_search");
-            failure()
+            Outcome::Failed
         }
     }
 }
 
 /// The normalised query when `arguments` is exactly `{"query": <valid string>}`.
-fn query_argument(arguments: Option<&JsonObject>) -> Option<String> {
+pub(crate) fn query_argument(arguments: Option<&JsonObject>) -> Option<String> {
     let arguments = arguments?;
     if arguments.len() != 1 {
         return None;

@@ -196,6 +196,8 @@ mod tests {
                 state = state.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
                 text.push_str(pieces[usize::try_from(state >> 33).unwrap_or(0) % pieces.len()]);
             }
+            // Without the angle brackets, serde_json's escaping exactly (`super::push_json_string`).
+            assert_eq!(quoted(&text, false), serde_json::to_string(&text).expect("serializes"), "{text:?}");
             for escape in [false, true] {
                 assert_eq!(quoted(&text, escape), quoted_char_by_char(&text, escape), "{text:?}");
             }

@@ -15,5 +15,12 @@ pub use render::{
     UPDATED_AT_CAP, URI_CAP, render,
 };
 
+/// Append `text` to `out` as a JSON string literal, escaped exactly as serde_json escapes it (`"`,
+/// `\\`, the short escapes `\b \t \n \f \r`, other code points below U+0020 as lowercase `\u00xx`,
+/// nothing else): for answers written without building a `serde_json::Value`.
+pub(crate) fn push_json_string(out: &mut String, text: &str) {
+    js_json::push_string(out, text, false);
+}
+
 /// How many results the provider is always asked for; the caller cannot change it.
 pub const SEARCH_LIMIT: u32 = 5;
