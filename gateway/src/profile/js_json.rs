@@ -17,6 +17,8 @@
 //!
 //! Pure functions, no I/O.
 
+use std::fmt::Write as _;
+
 /// Append `text` to `out` as a JSON string literal, escaped as `JSON.stringify` does; with
 /// `escape_angle_brackets`, `<` and `>` are written `\u003c` and `\u003e` (same value, different
 /// bytes).
@@ -58,6 +60,17 @@ fn push_control_escape(out: &mut String, byte: u8) {
     out.push_str("\\u00");
     out.push(char::from(HEX[usize::from(byte >> 4)]));
     out.push(char::from(HEX[usize::from(byte & 0xf)]));
+}
+
+/// Append [`number`]'s text to `out`. Between 1e-6 and 1e21 in magnitude JavaScript writes the
+/// shortest round-trip digits in plain decimal notation, which is what Rust's `Display` writes:
+/// those (every score a provider sends in practice) go straight into `out`.
+pub(crate) fn push_number(out: &mut String, value: f64) {
+    if (1e-6..1e21).contains(&value.abs()) {
+        let _ = write!(out, "{value}");
+    } else {
+        out.push_str(&number(value));
+    }
 }
 
 /// `number` as JavaScript writes it in JSON; non-finite numbers are `null`, as in JavaScript.
@@ -136,6 +149,24 @@ mod tests {
         }
         assert_eq!(number(f64::NAN), "null");
         assert_eq!(number(f64::INFINITY), "null");
+    }
+
+    #[test]
+    fn pushed_numbers_are_the_javascript_text() {
+        let mut values = vec![1e-6, 1e-6_f64.next_down(), 1e21, 1e21_f64.next_down(), 0.91, -0.5, 1.0, 100.0];
+        // Bit patterns from a fixed linear congruential sequence (every exponent), and decimal-ish
+        // scores such as providers send.
+        let mut state: u64 = 0x9e37_79b9_7f4a_7c15;
+        for n in 0..20_000u32 {
+            state = state.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+            values.push(f64::from_bits(state));
+            values.push(f64::from(n) / 997.0 - 10.0);
+        }
+        for value in values.into_iter().filter(|value| value.is_finite()) {
+            let mut pushed = String::from("x");
+            push_number(&mut pushed, value);
+            assert_eq!(pushed, format!("x{}", number(value)), "{value:e}");
+        }
     }
 
     /// The escaping as first written, character by character: the oracle of the byte-run version.

@@ -261,7 +261,7 @@ fn push_item_json(out: &mut String, item: &ProfileItem, flavour: Flavour) {
     if let Some(score) = item.score {
         out.push_str(",\"score\":");
         match flavour {
-            Flavour::Text => out.push_str(&js_json::number(score)),
+            Flavour::Text => js_json::push_number(out, score),
             // serde_json writes a `Number` as its `Display` does (`itoa` / `ryu`).
             Flavour::Serde => match score_value(score) {
                 Value::Number(number) => {
