@@ -7,15 +7,16 @@
 //! task and a response-send task, joined by channels and cancellation tokens
 //! (`streamable_http_server/tower.rs` `handle_post` and `serve_negotiated_request_directly`,
 //! `service.rs` `serve_inner`). For the one request agents make on every turn that costs more than
-//! the search itself, so this path answers it in the request's own task, after parsing the body
-//! once with rmcp's own message type.
+//! the search itself, so this path answers it in the request's own task, after reading the body
+//! once: a plain call in one typed pass ([`read_call`]), any other body with rmcp's own message
+//! type ([`direct_call`]).
 //!
 //! It takes only requests whose handling by rmcp is known exactly; everything else goes to rmcp
 //! unchanged: other methods, a request naming its authority twice (target and `Host`: rmcp reads
 //! `Host` first, the gateway's check the target), unusual `Accept` syntax, a missing, repeated or unknown
 //! `MCP-Protocol-Version`, any `Mcp-*` header the era does not call for (a session id,
 //! `Mcp-Param-*`), and
-//! - before 2026-07-28: any `_meta`;
+//! - before 2026-07-28: a `_meta` with any key;
 //! - 2026-07-28: anything but exactly one `Mcp-Method: tools/call` and one plain
 //!   `Mcp-Name: context_search` (no Base64 form), and a `_meta` other than the three lifecycle keys
 //!   (`protocolVersion` naming 2026-07-28, well-formed `clientCapabilities`, and `clientInfo` if
@@ -27,10 +28,11 @@
 //! JSON-RPC response, `200` `application/json`, its result shaped as rmcp's `ServerHandler` dispatch
 //! shapes it for the request's era (`handler/server.rs`): `fill_missing_cache_hints` for 2026-07-28,
 //! `strip_result_type_for_legacy_peer` and `strip_non_object_output_for_legacy_peer` before it,
-//! serialised by rmcp's types. A client that disconnects drops the call, which aborts the upstream
+//! serialised by rmcp's types, or, for a found result, written byte for byte as they write it
+//! ([`found_body`]). A client that disconnects drops the call, which aborts the upstream
 //! request, as rmcp's cancellation does. The unit tests `the_direct_path_answers_exactly_as_rmcp_does`
 //! and `per_request_calls_are_answered_exactly_as_rmcp_does` send corpora of requests through both
-//! paths.
+//! paths, and hold the typed reading of each to rmcp's.
 
 use std::borrow::Cow;
 use std::fmt::Write as _;
