@@ -5,13 +5,13 @@
 //! reading: a plain close would leave the unsent answer queued in the kernel for as long as the
 //! peer keeps its window shut; a reset discards it at once.
 
-use std::io;
+use std::io::{self, Read};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll, ready};
 use std::time::Duration;
 
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::io::{AsyncRead, AsyncWrite, Interest, ReadBuf};
 use tokio::net::TcpStream;
 
 /// A [`TcpStream`] usable by hyper through [`hyper_util::rt::TokioIo`] while a [`Resetter`] holds
@@ -42,14 +42,29 @@ impl AsyncRead for SharedStream {
     fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
         loop {
             ready!(self.0.poll_read_ready(cx))?;
-            match self.0.try_read(buf.initialize_unfilled()) {
-                Ok(read) => {
-                    buf.advance(read);
+            let unfilled = buf.initialize_unfilled();
+            let room = unfilled.len();
+            let mut received = None;
+            let read = self.0.try_io(Interest::READABLE, || {
+                let count = (&*socket2::SockRef::from(self.0.as_ref())).read(&mut *unfilled)?;
+                if count > 0 && count < room {
+                    // A short read drained the socket (epoll is edge-triggered, as tokio's own
+                    // `poll_read` assumes on Linux): report would-block so `try_io` clears the
+                    // readiness and the next poll waits for the peer instead of a `recv` that
+                    // can only fail with `EAGAIN` (one system call per request saved).
+                    received = Some(count);
+                    return Err(io::ErrorKind::WouldBlock.into());
+                }
+                Ok(count)
+            });
+            match (read, received) {
+                (_, Some(count)) | (Ok(count), None) => {
+                    buf.advance(count);
                     return Poll::Ready(Ok(()));
                 }
-                // Readiness was stale; `try_read` cleared it, so the next poll registers the waker.
-                Err(err) if err.kind() == io::ErrorKind::WouldBlock => {}
-                Err(err) => return Poll::Ready(Err(err)),
+                // Readiness was stale; `try_io` cleared it, so the next poll registers the waker.
+                (Err(err), None) if err.kind() == io::ErrorKind::WouldBlock => {}
+                (Err(err), None) => return Poll::Ready(Err(err)),
             }
         }
     }
@@ -126,6 +141,32 @@ mod tests {
         shared.write_all(b"pong").await.expect("write");
         shared.shutdown().await.expect("shutdown");
         assert_eq!(client.await.expect("client"), b"pong");
+    }
+
+    #[tokio::test]
+    async fn after_a_short_read_the_next_bytes_still_wake_the_reader() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let address = listener.local_addr().expect("address");
+        let mut client = TcpStream::connect(address).await.expect("connect");
+        let (accepted, _) = listener.accept().await.expect("accept");
+        let (mut shared, _resetter) = share(accepted);
+        let mut buffer = [0u8; 64];
+        for part in [&b"first"[..], b"second", b"third"] {
+            // Each part is a short read (readiness cleared); the next one arrives while the
+            // reader waits, so only the peer's new data can wake it.
+            let read = tokio::spawn(async move {
+                let count = shared.read(&mut buffer).await.expect("read");
+                (shared, buffer, count)
+            });
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            client.write_all(part).await.expect("write");
+            let (back, filled, count) =
+                tokio::time::timeout(Duration::from_secs(5), read).await.expect("woken").expect("task");
+            assert_eq!(&filled[..count], part);
+            (shared, buffer) = (back, filled);
+        }
+        drop(client);
+        assert_eq!(shared.read(&mut buffer).await.expect("end"), 0, "the peer's close reads as the end");
     }
 
     #[tokio::test]
