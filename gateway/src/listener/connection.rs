@@ -85,7 +85,7 @@ pub async fn watch(
     let connection = builder.serve_connection(TokioIo::new(stream), service).into_owned();
     tokio::pin!(connection);
     loop {
-        let at = activity.expiry(&limits).map_or_else(|| Instant::now() + limits.write_timeout, |(at, _)| at);
+        let at = activity.wake_at(&limits, Instant::now());
         tokio::select! {
             _ = connection.as_mut() => return,
             changed = shutdown.changed() => {
@@ -95,7 +95,6 @@ pub async fn watch(
                     return;
                 }
             }
-            () = activity.changed() => {}
             () = evicted.cancelled() => {
                 // Idle, and its slot went to a new connection: close now (gracefully, should a
                 // request have started meanwhile).
