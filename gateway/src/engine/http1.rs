@@ -79,14 +79,15 @@ struct Link {
 }
 
 struct Idle {
-    link: Link,
+    link: Box<Link>,
     since: Instant,
 }
 
 /// One connection in use by one call: returned to the pool by [`Lease::release`], closed when
 /// dropped.
 pub(super) struct Lease {
-    link: Link,
+    /// Boxed: a lease moves from the pool into the call's future and back, every call.
+    link: Box<Link>,
     /// The connection future has completed (closed or failed): it must not be polled again.
     ended: bool,
     pool: Arc<Shared>,
@@ -116,11 +117,19 @@ impl Http1Pool {
                 return Ok(lease);
             }
         }
+        // Boxed: the connect's state is the largest part of this future, and it is needed only
+        // when no idle connection is pooled; unboxed, every call's future would carry (and move)
+        // its bytes.
+        Box::pin(self.open(url, origin)).await
+    }
+
+    /// A new connection to `url`'s origin, ready to send.
+    async fn open(&self, url: &url::Url, origin: &str) -> Result<Lease, EngineError> {
         let port = url.port_or_known_default().ok_or(EngineError::Connect)?;
         let stream = connect(url, port, self.shared.placement).await?;
         let (sender, conn) = handshake(TokioIo::new(stream)).await.map_err(|_| EngineError::Connect)?;
         let owner = local_reactor::owner();
-        let link = Link { origin: origin.to_owned(), sender, conn, gate: WakeGate::default(), owner };
+        let link = Box::new(Link { origin: origin.to_owned(), sender, conn, gate: WakeGate::default(), owner });
         let mut lease = Lease { link, ended: false, pool: Arc::clone(&self.shared) };
         lease.ready().await.map_err(|_| EngineError::Connect)?;
         Ok(lease)
@@ -152,7 +161,7 @@ impl Lease {
     /// Send `request` and return the answer's head; the body is read with [`Lease::next_chunk`].
     pub(super) async fn send(&mut self, request: http::Request<Body>) -> Result<http::Response<Incoming>, EngineError> {
         // Queuing the request wakes the connection, which `drive` polls first anyway.
-        let Link { sender, gate, .. } = &mut self.link;
+        let Link { sender, gate, .. } = &mut *self.link;
         let mut answer = pin!(gate.held(|| sender.send_request(request)));
         self.drive(|_, cx| answer.as_mut().poll(cx)).await?.map_err(|_| EngineError::Transport)
     }
@@ -223,7 +232,8 @@ impl Lease {
         &mut self,
         mut work: impl FnMut(&mut SendRequest<Body>, &mut Context<'_>) -> Poll<T>,
     ) -> Result<T, EngineError> {
-        let Lease { link: Link { gate, conn, sender, .. }, ended, .. } = self;
+        let Lease { link, ended, .. } = self;
+        let Link { gate, conn, sender, .. } = &mut **link;
         poll_fn(|cx| {
             gate.poll(cx, |gated| {
                 if !*ended && Pin::new(&mut *conn).poll(gated).is_ready() {
