@@ -19,6 +19,7 @@
 //! Checks run in this order: provider served with `nexent.search` (404), caller allowed (401 /
 //! 403 / 503), search kill switch (503), body (413 / 400), then the search.
 
+use std::fmt::Write as _;
 use std::sync::Arc;
 
 use axum::Router;
@@ -35,7 +36,7 @@ use crate::listener::ClientAddr;
 use crate::mcp::McpHttpConfig;
 use crate::mcp::http_checks::{self, Refusal};
 use crate::metrics::Operation;
-use crate::profile::normalize_query;
+use crate::profile::{normalize_query, push_json_string};
 use crate::state::AppState;
 
 mod admission;
@@ -335,10 +336,57 @@ fn render_json(value: &impl Serialize, size: usize) -> Option<Vec<u8>> {
     Some(body)
 }
 
-/// The buffer size [`render_json`] starts from for `results`: their strings, plus room for keys,
-/// punctuation and a score per item.
+/// The buffer size [`render_results`] starts from for `results`: their strings, plus room for
+/// keys, punctuation and a score per item.
 fn results_size(results: &[SearchResult]) -> usize {
     results.iter().map(SearchResult::text_bytes).sum::<usize>() + 128 * results.len() + 2
+}
+
+/// `results` as JSON, the bytes serde_json writes for them (held equal by the tests), written
+/// straight into one buffer of about their length: no serializer state per field, the strings
+/// escaped eight plain bytes at a time. Grown and shrunk as [`render_json`] does.
+fn render_results(results: &[SearchResult]) -> Vec<u8> {
+    let mut out = String::with_capacity(results_size(results));
+    out.push('[');
+    for (at, result) in results.iter().enumerate() {
+        out.push_str(if at == 0 { "{\"external_id\":" } else { ",{\"external_id\":" });
+        push_json_string(&mut out, &result.external_id);
+        out.push_str(",\"content\":");
+        push_json_string(&mut out, &result.content);
+        out.push_str(",\"score\":");
+        // serde_json writes a finite f64 as its `Number`'s `Display` does, any other as `null`.
+        match serde_json::Number::from_f64(result.score) {
+            Some(number) => {
+                let _ = write!(out, "{number}");
+            }
+            None => out.push_str("null"),
+        }
+        out.push_str(",\"source\":");
+        push_json_string(&mut out, &result.source);
+        out.push_str(",\"is_external\":");
+        out.push_str(if result.is_external { "true" } else { "false" });
+        out.push_str(",\"metadata\":{");
+        let metadata = &result.metadata;
+        let fields = [("title", &metadata.title), ("uri", &metadata.uri), ("updated_at", &metadata.updated_at)];
+        let mut first = true;
+        for (name, value) in fields {
+            let Some(value) = value else { continue };
+            if !std::mem::take(&mut first) {
+                out.push(',');
+            }
+            out.push('"');
+            out.push_str(name);
+            out.push_str("\":");
+            push_json_string(&mut out, value);
+        }
+        out.push_str("}}");
+    }
+    out.push(']');
+    let mut body = out.into_bytes();
+    if body.capacity() - body.len() > body.len() / 4 + 4096 {
+        body.shrink_to_fit();
+    }
+    body
 }
 
 async fn search(
@@ -357,7 +405,8 @@ async fn search(
         state.search(&provider, &caller, &query, limit, operation).await.map_err(|e| ApiError::from_engine(&e))?;
     let results: Vec<SearchResult> =
         items.into_iter().map(|item| SearchResult::from_item(item, &provider.name)).collect();
-    Ok(json_response_sized(StatusCode::OK, &results, results_size(&results)))
+    let body = render_results(&results);
+    Ok((StatusCode::OK, [(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))], body).into_response())
 }
 
 /// A search request body's normalised query and effective limit (capped at `max_limit`), or
@@ -399,6 +448,9 @@ mod tests {
         let body = render_json(&plain, size).expect("renders");
         assert_eq!(body, serde_json::to_vec(&plain).expect("json"), "the same bytes as serde_json renders");
         assert_eq!(body.capacity(), size, "the buffer was never grown (no copy while the answer is written)");
+        let written = render_results(&plain);
+        assert_eq!(written, body, "written by hand: the same bytes");
+        assert_eq!(written.capacity(), size, "written by hand: the buffer was never grown");
 
         // Escapes make the JSON longer than the strings: the buffer grows, then is shrunk when
         // more than a quarter (plus 4 KiB) of it would be held unused.
@@ -406,9 +458,40 @@ mod tests {
         let body = render_json(&escaped, results_size(&escaped)).expect("renders");
         assert_eq!(body, serde_json::to_vec(&escaped).expect("json"));
         assert!(body.capacity() <= body.len() + body.len() / 4 + 4096, "{} for {}", body.capacity(), body.len());
+        let written = render_results(&escaped);
+        assert_eq!(written, body, "written by hand: the same bytes");
+        assert!(written.capacity() <= written.len() + written.len() / 4 + 4096);
 
         let empty: Vec<SearchResult> = Vec::new();
         assert_eq!(render_json(&empty, results_size(&empty)).expect("renders"), b"[]");
+        assert_eq!(render_results(&empty), b"[]");
+    }
+
+    /// Every field, each metadata subset, escapes, non-ASCII text and every kind of score (plain,
+    /// tiny, huge, negative zero, not finite): written by hand exactly as serde_json writes them.
+    #[test]
+    fn results_are_written_as_serde_json_writes_them() {
+        let scores = [0.0, -0.0, 0.125, 1.0, 0.87654321, 1e-7, 123_456_789.0, 1e21, 5e-324, f64::NAN, f64::INFINITY];
+        let texts = ["plain", "", "quote \" back \\ slash", "\u{0}\u{1f}\t\n\r\u{8}\u{c}", "é中😀\u{2028}</script>"];
+        let mut results = Vec::new();
+        for (at, score) in scores.into_iter().enumerate() {
+            for mask in 0..8u8 {
+                let text = texts[(at + usize::from(mask)) % texts.len()];
+                let field = |bit: u8| (mask & bit != 0).then(|| format!("{text}-{bit}"));
+                results.push(SearchResult {
+                    external_id: format!("id-{at}-{text}"),
+                    content: text.repeat(at + 1),
+                    score,
+                    source: text.to_string(),
+                    is_external: mask % 2 == 0,
+                    metadata: ResultMetadata { title: field(1), uri: field(2), updated_at: field(4) },
+                });
+            }
+        }
+        for count in [0, 1, 2, results.len()] {
+            let some = &results[..count];
+            assert_eq!(render_results(some), serde_json::to_vec(some).expect("json"), "{count} results");
+        }
     }
 
     /// The reading before `search_body`: the body as a `Value`, then the two members from it. The
