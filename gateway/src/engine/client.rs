@@ -273,7 +273,7 @@ impl Engine {
             builder = builder.header(*name, header_value(name, value)?);
         }
         if let Some(body) = &request.body {
-            builder = builder.body(serde_json::to_vec(body).map_err(|_| EngineError::InvalidRequest)?);
+            builder = builder.body(body.to_bytes());
         }
         builder.send().await.map_err(transport_error)
     }
@@ -385,19 +385,26 @@ fn http1_request(request: &UpstreamRequest) -> Result<http::Request<Full<hyper::
         SearchMethod::Get => http::Method::GET,
         SearchMethod::Post => http::Method::POST,
     };
+    let body = match &request.body {
+        Some(body) => body.to_bytes(),
+        None => hyper::body::Bytes::new(),
+    };
+    // Set in place rather than through `http::request::Builder`, which moves the whole request
+    // head once per header (a third of this function's time).
+    let mut sent = http::Request::new(Full::new(body));
+    *sent.method_mut() = method;
     let target = &request.url[url::Position::BeforePath..url::Position::AfterQuery];
-    let mut builder = http::Request::builder().method(method).uri(target);
+    *sent.uri_mut() = http::Uri::try_from(target).map_err(|_| EngineError::InvalidRequest)?;
+    let headers = sent.headers_mut();
+    headers.reserve(request.headers.len() + 1);
     for (name, value) in &request.headers {
-        builder = builder.header(*name, header_value(name, value)?);
+        let value = header_value(name, value)?;
+        headers.append(http::HeaderName::from_bytes(name.as_bytes()).map_err(|_| EngineError::InvalidRequest)?, value);
     }
     // `host[:port]` as written (the URL leaves out a scheme's default port), as hyper-util sets it.
     let host = &request.url[url::Position::BeforeHost..url::Position::AfterPort];
-    builder = builder.header(http::header::HOST, host);
-    let body = match &request.body {
-        Some(body) => serde_json::to_vec(body).map_err(|_| EngineError::InvalidRequest)?.into(),
-        None => hyper::body::Bytes::new(),
-    };
-    builder.body(Full::new(body)).map_err(|_| EngineError::InvalidRequest)
+    headers.append(http::header::HOST, HeaderValue::from_str(host).map_err(|_| EngineError::InvalidRequest)?);
+    Ok(sent)
 }
 
 /// Classify a transport error without keeping it (its text contains the URL).
@@ -414,6 +421,7 @@ fn transport_error(err: reqwest::Error) -> EngineError {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::engine::request::JsonBody;
 
     #[test]
     fn a_call_needs_a_tenth_of_its_timeout_left_to_be_sent() {
@@ -512,7 +520,12 @@ mod tests {
         if body.is_some() {
             headers.push(("content-type", "application/json".to_string()));
         }
-        UpstreamRequest { method, url: url.join(path).expect("url"), headers, body }
+        UpstreamRequest {
+            method,
+            url: url.join(path).expect("url"),
+            headers,
+            body: body.as_ref().map(JsonBody::from_value),
+        }
     }
 
     /// What reaches the upstream is byte for byte what reqwest sent before: method, target,

@@ -7,11 +7,11 @@
 //! limit field, `threshold`, `rerank`. A GET request never has a body; a POST request always has a
 //! JSON object body (possibly `{}`) and `content-type: application/json`.
 
-use std::fmt;
+use std::fmt::{self, Write as _};
 
 use memgate_crds::validation::{Credential, join_url};
 use memgate_crds::{AuthScheme, IdLocation, LimitField, QueryLocation, Scope, SearchMethod, SearchSpec};
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 use super::error::EngineError;
 
@@ -40,7 +40,40 @@ pub struct UpstreamRequest {
     /// Every header memgate sets, in sending order (lower-case names).
     pub headers: Vec<(&'static str, String)>,
     /// JSON body; always `Some` for POST, always `None` for GET.
-    pub body: Option<Value>,
+    pub body: Option<JsonBody>,
+}
+
+/// A request's JSON body, serialised once when the request is built.
+#[derive(Clone, PartialEq, Eq)]
+pub struct JsonBody(hyper::body::Bytes);
+
+impl JsonBody {
+    /// `value` serialised as serde_json writes it.
+    pub fn from_value(value: &Value) -> JsonBody {
+        // Serialising a `Value` into memory cannot fail (its map keys are strings).
+        JsonBody(serde_json::to_vec(value).unwrap_or_default().into())
+    }
+
+    /// The body's bytes.
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.0
+    }
+
+    /// The body's bytes, shared (no copy).
+    pub fn to_bytes(&self) -> hyper::body::Bytes {
+        self.0.clone()
+    }
+
+    /// The body read back as a `Value` (`Null` if it were not JSON, which a built body always is).
+    pub fn value(&self) -> Value {
+        serde_json::from_slice(&self.0).unwrap_or(Value::Null)
+    }
+}
+
+impl fmt::Debug for JsonBody {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&String::from_utf8_lossy(&self.0))
+    }
 }
 
 impl fmt::Debug for UpstreamRequest {
@@ -71,10 +104,81 @@ enum Place {
     QueryString,
 }
 
+/// One value of a search request: the query or an id, the limit, the threshold or the rerank flag.
+enum Scalar<'a> {
+    Text(&'a str),
+    Count(u32),
+    Number(serde_json::Number),
+    Flag(bool),
+}
+
+impl Scalar<'_> {
+    /// Append the value as JSON, as serde_json writes it.
+    fn push_json(&self, out: &mut String) {
+        match self {
+            Scalar::Text(text) => crate::profile::push_json_string(out, text),
+            Scalar::Count(count) => {
+                let _ = write!(out, "{count}");
+            }
+            Scalar::Number(number) => {
+                let _ = write!(out, "{number}");
+            }
+            Scalar::Flag(flag) => out.push_str(if *flag { "true" } else { "false" }),
+        }
+    }
+
+    /// The value's text in a query string (before form encoding).
+    fn query_text(&self) -> String {
+        match self {
+            Scalar::Text(text) => (*text).to_string(),
+            Scalar::Count(count) => count.to_string(),
+            Scalar::Number(number) => number.to_string(),
+            Scalar::Flag(flag) => flag.to_string(),
+        }
+    }
+}
+
+/// A JSON object written member by member (names are this module's constants: no escaping).
+struct ObjectWriter {
+    text: String,
+}
+
+impl ObjectWriter {
+    /// An empty object with room for about `capacity` bytes.
+    fn with_capacity(capacity: usize) -> ObjectWriter {
+        let mut text = String::with_capacity(capacity);
+        text.push('{');
+        ObjectWriter { text }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.text.len() == 1
+    }
+
+    /// Open the next member: `"name":`.
+    fn member(&mut self, name: &str) -> &mut String {
+        if !self.is_empty() {
+            self.text.push(',');
+        }
+        self.text.push('"');
+        self.text.push_str(name);
+        self.text.push_str("\":");
+        &mut self.text
+    }
+
+    fn finish(mut self) -> String {
+        self.text.push('}');
+        self.text
+    }
+}
+
 /// Build the search request for `query` (already normalised) asking for at most `limit` items.
 ///
 /// Fails with [`EngineError::InvalidRequest`] when the dialect sends a scope id the target does not
 /// configure, or the joined URL does not parse (both ruled out by validation).
+///
+/// The body is written straight into its bytes, members in the order they are placed (the
+/// `filters` object last), as serde_json writes the same object (held equal by the tests).
 pub fn build_search_request(
     target: &Target,
     auth: AuthScheme,
@@ -87,17 +191,18 @@ pub fn build_search_request(
     let extra = if is_get { Place::QueryString } else { Place::Root };
 
     let mut pairs: Vec<(&'static str, String)> = Vec::new();
-    let mut root = Map::new();
-    let mut filters = Map::new();
-    let mut put = |place: Place, name: &'static str, value: Value| -> Result<(), EngineError> {
+    // Room for every value unescaped plus names and punctuation: written without regrowing.
+    let ids_bytes = [&target.scope.user_id, &target.scope.agent_id, &target.scope.app_id]
+        .iter()
+        .map(|id| id.as_ref().map_or(0, String::len))
+        .sum::<usize>();
+    let mut root = ObjectWriter::with_capacity(query.len() + ids_bytes + 128);
+    let mut filters = ObjectWriter::with_capacity(0);
+    let mut put = |place: Place, name: &'static str, value: Scalar<'_>| -> Result<(), EngineError> {
         match place {
-            Place::Root if !is_get => {
-                root.insert(name.to_string(), value);
-            }
-            Place::Filters if !is_get => {
-                filters.insert(name.to_string(), value);
-            }
-            Place::QueryString => pairs.push((name, query_text(&value))),
+            Place::Root if !is_get => value.push_json(root.member(name)),
+            Place::Filters if !is_get => value.push_json(filters.member(name)),
+            Place::QueryString => pairs.push((name, value.query_text())),
             // A GET dialect with a body location: refused by validation, refused here too.
             Place::Root | Place::Filters => return Err(EngineError::InvalidRequest),
         }
@@ -108,7 +213,7 @@ pub fn build_search_request(
         QueryLocation::Json => Place::Root,
         QueryLocation::Query => Place::QueryString,
     };
-    put(query_place, "query", Value::String(query.to_string()))?;
+    put(query_place, "query", Scalar::Text(query))?;
     let ids = [
         ("user_id", search.user_id_location, &target.scope.user_id),
         ("agent_id", search.agent_id_location, &target.scope.agent_id),
@@ -122,19 +227,19 @@ pub fn build_search_request(
             IdLocation::Query => Place::QueryString,
         };
         let value = value.as_ref().ok_or(EngineError::InvalidRequest)?;
-        put(place, name, Value::String(value.clone()))?;
+        put(place, name, Scalar::Text(value))?;
     }
     match search.limit_field {
-        LimitField::TopK => put(extra, "top_k", Value::from(limit))?,
-        LimitField::Limit => put(extra, "limit", Value::from(limit))?,
+        LimitField::TopK => put(extra, "top_k", Scalar::Count(limit))?,
+        LimitField::Limit => put(extra, "limit", Scalar::Count(limit))?,
         LimitField::Omit => {}
     }
     if let Some(threshold) = search.threshold {
         let number = serde_json::Number::from_f64(threshold).ok_or(EngineError::InvalidRequest)?;
-        put(extra, "threshold", Value::Number(number))?;
+        put(extra, "threshold", Scalar::Number(number))?;
     }
     if let Some(rerank) = search.rerank {
-        put(extra, "rerank", Value::Bool(rerank))?;
+        put(extra, "rerank", Scalar::Flag(rerank))?;
     }
 
     let joined = join_url(&target.origin, &target.base_path, &search.path);
@@ -158,19 +263,11 @@ pub fn build_search_request(
     } else {
         headers.push(("content-type", "application/json".to_string()));
         if !filters.is_empty() {
-            root.insert("filters".to_string(), Value::Object(filters));
+            root.member("filters").push_str(&filters.finish());
         }
-        Some(Value::Object(root))
+        Some(JsonBody(root.finish().into_bytes().into()))
     };
     Ok(UpstreamRequest { method: search.method, url, headers, body })
-}
-
-/// The query-string text of a JSON scalar.
-fn query_text(value: &Value) -> String {
-    match value {
-        Value::String(text) => text.clone(),
-        other => other.to_string(),
-    }
 }
 
 #[cfg(test)]
@@ -262,7 +359,7 @@ mod tests {
 
         assert_eq!(request.url.as_str(), "https://memory.example.com/tenant-a/v1/search/?app_id=app+1");
         assert_eq!(
-            request.body,
+            request.body.as_ref().map(JsonBody::value),
             Some(json!({
                 "query": "release notes", "agent_id": "agent-1", "filters": {"user_id": "user-1"},
                 "top_k": 3, "threshold": 0.1, "rerank": false
@@ -283,7 +380,7 @@ mod tests {
         let request = build_search_request(&target(Scope::default()), AuthScheme::AuthorizationToken, &search, "q", 5)
             .expect("builds");
         assert_eq!(request.url.as_str(), "https://memory.example.com/tenant-a/v1/search/?query=q");
-        assert_eq!(request.body, Some(json!({})));
+        assert_eq!(request.body.as_ref().map(JsonBody::value), Some(json!({})));
         assert_eq!(request.headers[1], ("authorization", "Token s3cret".to_string()));
 
         let search = spec(
@@ -296,6 +393,101 @@ mod tests {
             .expect("builds");
         assert_eq!(request.url.query(), None);
         assert!(!request.url.as_str().ends_with('?'));
+    }
+
+    /// The body and query string as first built, through a `serde_json` map (insertion order
+    /// kept, `filters` last) and each value's `Value` text: the oracle of the written body.
+    fn through_value(
+        search: &SearchSpec,
+        scope: &Scope,
+        query: &str,
+        limit: u32,
+    ) -> (Option<Vec<u8>>, Vec<(String, String)>) {
+        let is_get = search.method == SearchMethod::Get;
+        let (mut root, mut filters, mut pairs) = (serde_json::Map::new(), serde_json::Map::new(), Vec::new());
+        let mut put = |place: IdLocation, name: &str, value: Value| match place {
+            IdLocation::Json => drop(root.insert(name.to_string(), value)),
+            IdLocation::JsonFilters => drop(filters.insert(name.to_string(), value)),
+            IdLocation::Query => {
+                pairs.push((name.to_string(), value.as_str().map_or_else(|| value.to_string(), str::to_string)))
+            }
+            IdLocation::Omit => {}
+        };
+        let extra = if is_get { IdLocation::Query } else { IdLocation::Json };
+        let query_place =
+            if search.query_location == QueryLocation::Json { IdLocation::Json } else { IdLocation::Query };
+        put(query_place, "query", json!(query));
+        for (name, location, value) in [
+            ("user_id", search.user_id_location, &scope.user_id),
+            ("agent_id", search.agent_id_location, &scope.agent_id),
+            ("app_id", search.app_id_location, &scope.app_id),
+        ] {
+            if location != IdLocation::Omit {
+                put(location, name, json!(value.as_deref().expect("scope id")));
+            }
+        }
+        match search.limit_field {
+            LimitField::TopK => put(extra, "top_k", json!(limit)),
+            LimitField::Limit => put(extra, "limit", json!(limit)),
+            LimitField::Omit => {}
+        }
+        if let Some(threshold) = search.threshold {
+            put(extra, "threshold", json!(threshold));
+        }
+        if let Some(rerank) = search.rerank {
+            put(extra, "rerank", json!(rerank));
+        }
+        if !filters.is_empty() {
+            root.insert("filters".to_string(), Value::Object(filters));
+        }
+        let body = (!is_get).then(|| serde_json::to_vec(&Value::Object(root)).expect("serializes"));
+        (body, pairs)
+    }
+
+    /// Every grammar (method, query and id locations, limit field, thresholds, rerank) with ids and
+    /// a query that need escaping: the written body is byte for byte the map's, the query string
+    /// carries the same values.
+    #[test]
+    fn the_written_body_is_the_bytes_serde_json_writes_for_the_same_map() {
+        const LOCATIONS: [IdLocation; 4] =
+            [IdLocation::Omit, IdLocation::Json, IdLocation::JsonFilters, IdLocation::Query];
+        let scope = Scope {
+            user_id: Some("u \"1\" \\ é\u{1}".into()),
+            agent_id: Some("agent/1 ☕".into()),
+            app_id: Some("app&1=</x>".into()),
+        };
+        let query = "deploy & \"roll\" back\t☕ 100%+";
+        let mut built = 0;
+        for method in [SearchMethod::Get, SearchMethod::Post] {
+            for query_location in [QueryLocation::Json, QueryLocation::Query] {
+                for ids in 0..LOCATIONS.len().pow(3) {
+                    let ids = [0, 1, 2].map(|at| LOCATIONS[ids / LOCATIONS.len().pow(at) % LOCATIONS.len()]);
+                    for limit_field in [LimitField::TopK, LimitField::Limit, LimitField::Omit] {
+                        for threshold in [None, Some(0.1), Some(1e-7), Some(3.0), Some(0.0)] {
+                            for rerank in [None, Some(true), Some(false)] {
+                                let mut search = spec(method, query_location, ids, limit_field);
+                                (search.threshold, search.rerank) = (threshold, rerank);
+                                let Ok(request) = build_search_request(
+                                    &target(scope.clone()),
+                                    AuthScheme::XApiKey,
+                                    &search,
+                                    query,
+                                    7,
+                                ) else {
+                                    continue;
+                                };
+                                let (body, pairs) = through_value(&search, &scope, query, 7);
+                                assert_eq!(request.body.as_ref().map(|b| b.as_bytes().to_vec()), body, "{search:?}");
+                                let sent: Vec<(String, String)> = request.url.query_pairs().into_owned().collect();
+                                assert_eq!(sent, pairs, "{search:?}");
+                                built += 1;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        assert!(built > 1000, "grammars built: {built}");
     }
 
     #[test]

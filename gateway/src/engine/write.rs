@@ -49,7 +49,7 @@ use tokio::time::{Instant, timeout_at};
 
 use super::client::{Answer, Engine};
 use super::error::EngineError;
-use super::request::{Target, UpstreamRequest};
+use super::request::{JsonBody, Target, UpstreamRequest};
 
 /// Reason of a unit the upstream refused as invalid (400, 422).
 pub const REASON_INVALID: &str = "the upstream refused the unit as invalid";
@@ -138,7 +138,12 @@ pub fn build_add_request(
     };
     let headers =
         vec![("accept", "application/json".to_string()), auth_header, ("content-type", "application/json".to_string())];
-    Ok(UpstreamRequest { method: SearchMethod::Post, url, headers, body: Some(Value::Object(body)) })
+    Ok(UpstreamRequest {
+        method: SearchMethod::Post,
+        url,
+        headers,
+        body: Some(JsonBody::from_value(&Value::Object(body))),
+    })
 }
 
 /// The unit outcome of a 2xx answer `body` read per `answer` (pure).
@@ -276,7 +281,7 @@ mod tests {
         assert_eq!(request.method, SearchMethod::Post);
         assert_eq!(request.url.as_str(), "https://memory.example.com/tenant-a/memories");
         assert_eq!(
-            request.body,
+            request.body.as_ref().map(JsonBody::value),
             Some(json!({
                 "messages": [{"role": "user", "content": "Café ☕ <b>"}],
                 "user_id": "u", "app_id": "a", "infer": false,
@@ -299,7 +304,7 @@ mod tests {
             build_add_request(&target(Scope::default()), AuthScheme::AuthorizationToken, &contract(false), &UNIT)
                 .expect("builds");
         assert_eq!(
-            request.body,
+            request.body.as_ref().map(JsonBody::value),
             Some(json!({"messages": [{"role": "user", "content": "Café ☕ <b>"}], "infer": false}))
         );
         assert_eq!(request.headers[1], ("authorization", "Token s3cret".to_string()));
