@@ -3,13 +3,14 @@
 //!
 //! Updated by the request side ([`InFlight`] guards), read by the connection's watchdog
 //! ([`Activity::wake_at`] to arm its timer, [`Activity::expiry`] to decide when it fires). Never
-//! touches the socket, and never wakes the watchdog: every change can only move a deadline later
-//! than the time [`Activity::wake_at`] gave, so the watchdog looks again when its timer fires
-//! instead of on every change (three wake-ups of the connection's task per request saved).
+//! touches the socket. A change wakes the watchdog only when it brings a deadline earlier than the
+//! timer the watchdog armed last: a request on a busy connection usually brings none (its write
+//! deadline comes after the one already armed), so most requests do not wake it at all.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
+use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use super::limits::ListenerLimits;
@@ -31,19 +32,46 @@ struct State {
     idle_since: Instant,
     /// Request id -> when its response head was ready.
     responding: BTreeMap<u64, Instant>,
+    /// The watchdog's timer as it last armed it ([`Activity::wake_at`]), with the limits it read;
+    /// `None` before that, or once it has been woken to arm it again.
+    armed: Option<(Instant, ListenerLimits)>,
+}
+
+impl State {
+    /// The next deadline and why (see [`Activity::expiry`]).
+    fn expiry(&self, limits: &ListenerLimits) -> Option<(Instant, Expiry)> {
+        if self.in_flight == 0 {
+            let allowed = if self.started == 0 { limits.header_read_timeout } else { limits.idle_timeout };
+            return Some((self.idle_since + allowed, Expiry::Idle));
+        }
+        self.responding.values().min().map(|oldest| (*oldest + limits.write_timeout, Expiry::WriteStalled))
+    }
+
+    /// After a change: whether it brought a deadline before the watchdog's timer (which then has
+    /// to be armed again); the timer is forgotten if so.
+    fn passes_the_timer(&mut self) -> bool {
+        let Some((armed, limits)) = self.armed else { return false };
+        let earlier = self.expiry(&limits).is_some_and(|(deadline, _)| deadline < armed);
+        if earlier {
+            self.armed = None;
+        }
+        earlier
+    }
 }
 
 /// The shared activity record of one connection.
 #[derive(Debug)]
 pub struct Activity {
     state: Mutex<State>,
+    /// Woken when a change brings a deadline before the watchdog's timer.
+    rearm: Notify,
 }
 
 impl Activity {
     /// A fresh connection accepted at `now`.
     pub fn new(now: Instant) -> Arc<Activity> {
-        let state = State { in_flight: 0, started: 0, idle_since: now, responding: BTreeMap::new() };
-        Arc::new(Activity { state: Mutex::new(state) })
+        let state = State { in_flight: 0, started: 0, idle_since: now, responding: BTreeMap::new(), armed: None };
+        Arc::new(Activity { state: Mutex::new(state), rearm: Notify::new() })
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
@@ -51,13 +79,31 @@ impl Activity {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// Apply `change`, then wake the watchdog if it brought a deadline before its timer.
+    fn change(&self, change: impl FnOnce(&mut State)) {
+        let mut state = self.lock();
+        change(&mut state);
+        let rearm = state.passes_the_timer();
+        drop(state);
+        if rearm {
+            self.rearm.notify_one();
+        }
+    }
+
+    /// Resolves once a change has brought a deadline before the timer armed by
+    /// [`Activity::wake_at`].
+    pub async fn rearm(&self) {
+        self.rearm.notified().await;
+    }
+
     /// A request started; it is in flight until the guard is dropped.
     pub fn start(self: &Arc<Self>) -> InFlight {
-        let mut state = self.lock();
-        state.in_flight += 1;
-        let id = state.started;
-        state.started += 1;
-        drop(state);
+        let mut id = 0;
+        self.change(|state| {
+            state.in_flight += 1;
+            id = state.started;
+            state.started += 1;
+        });
         InFlight { activity: Arc::clone(self), id }
     }
 
@@ -70,29 +116,16 @@ impl Activity {
     /// When the connection's next timer runs out and why; `None` for "look again after the write
     /// timeout" (requests are being handled, no response is waiting).
     pub fn expiry(&self, limits: &ListenerLimits) -> Option<(Instant, Expiry)> {
-        let state = self.lock();
-        if state.in_flight == 0 {
-            let allowed = if state.started == 0 { limits.header_read_timeout } else { limits.idle_timeout };
-            return Some((state.idle_since + allowed, Expiry::Idle));
-        }
-        state.responding.values().min().map(|oldest| (*oldest + limits.write_timeout, Expiry::WriteStalled))
+        self.lock().expiry(limits)
     }
 
-    /// When the watchdog, arming its timer at `now`, should look at [`Activity::expiry`] next: never
-    /// later than any deadline the connection can have until then, whatever changes meanwhile.
-    ///
-    /// Idle, the only change that can come is a request starting, which removes the idle deadline:
-    /// the deadline itself is the time. With requests in flight, a response getting ready or the
-    /// last request ending sets a deadline no earlier than `now` plus the write or the idle
-    /// timeout, so looking again after the shorter of the two (or at the oldest waiting response's
-    /// deadline, if earlier) never misses one.
+    /// Arm the watchdog's timer at `now`: the next deadline, or `now` plus the write timeout when
+    /// there is none. Until it fires, [`Activity::rearm`] resolves if a change brings an earlier one.
     pub fn wake_at(&self, limits: &ListenerLimits, now: Instant) -> Instant {
-        let look_again = now + limits.write_timeout.min(limits.idle_timeout);
-        match self.expiry(limits) {
-            Some((at, Expiry::Idle)) => at,
-            Some((at, Expiry::WriteStalled)) => at.min(look_again),
-            None => look_again,
-        }
+        let mut state = self.lock();
+        let at = state.expiry(limits).map_or(now + limits.write_timeout, |(at, _)| at);
+        state.armed = Some((at, *limits));
+        at
     }
 }
 
@@ -107,24 +140,29 @@ pub struct InFlight {
 impl InFlight {
     /// The response head is ready: the write timeout runs from now.
     pub fn responding(&self) {
-        self.activity.lock().responding.insert(self.id, Instant::now());
+        self.activity.change(|state| {
+            state.responding.insert(self.id, Instant::now());
+        });
     }
 }
 
 impl Drop for InFlight {
     fn drop(&mut self) {
-        let mut state = self.activity.lock();
-        state.in_flight = state.in_flight.saturating_sub(1);
-        state.responding.remove(&self.id);
-        if state.in_flight == 0 {
-            state.idle_since = Instant::now();
-        }
+        self.activity.change(|state| {
+            state.in_flight = state.in_flight.saturating_sub(1);
+            state.responding.remove(&self.id);
+            if state.in_flight == 0 {
+                state.idle_since = Instant::now();
+            }
+        });
     }
 }
 
 #[cfg(test)]
 mod tests {
     use std::time::Duration;
+
+    use futures::FutureExt as _;
 
     use super::*;
 
@@ -167,59 +205,117 @@ mod tests {
         assert!(activity.expiry(&limits()).is_some_and(|(t, why)| t >= at && why == Expiry::WriteStalled));
     }
 
-    /// Every deadline the connection can have before the watchdog's timer fires is no earlier than
-    /// that timer: checked over every sequence of three changes (a request starting, the oldest
-    /// waiting one getting its response ready, the oldest one ending), each one second apart, from
-    /// every reachable state, with the idle timeout shorter and longer than the write timeout.
+    /// The watchdog as `connection::watch` runs it: its timer, armed again when it is woken.
+    struct Watchdog<'a> {
+        activity: &'a Activity,
+        limits: ListenerLimits,
+        armed: Instant,
+        woken: usize,
+    }
+
+    impl<'a> Watchdog<'a> {
+        fn arm(activity: &'a Activity, limits: ListenerLimits) -> Watchdog<'a> {
+            let armed = activity.wake_at(&limits, Instant::now());
+            Watchdog { activity, limits, armed, woken: 0 }
+        }
+
+        /// After a change: armed again if woken; then no deadline may come before the timer.
+        fn check(&mut self, trace: &[Change]) {
+            if self.activity.rearm().now_or_never().is_some() {
+                self.woken += 1;
+                self.armed = self.activity.wake_at(&self.limits, Instant::now());
+            }
+            if let Some((deadline, why)) = self.activity.expiry(&self.limits) {
+                assert!(
+                    deadline >= self.armed,
+                    "{why:?} deadline before the timer after {trace:?} ({:?})",
+                    self.limits
+                );
+            }
+        }
+    }
+
+    #[derive(Clone, Copy, Debug)]
+    enum Change {
+        Start,
+        Respond,
+        End,
+    }
+
+    /// Apply `change` to the requests `open` on `activity` (respond and end act on the oldest
+    /// request they can; a change with nothing to act on does nothing).
+    fn apply(activity: &Arc<Activity>, change: Change, open: &mut Vec<(InFlight, bool)>) {
+        match change {
+            Change::Start => open.push((activity.start(), false)),
+            Change::Respond => {
+                if let Some((request, ready)) = open.iter_mut().find(|(_, ready)| !ready) {
+                    request.responding();
+                    *ready = true;
+                }
+            }
+            Change::End => drop((!open.is_empty()).then(|| open.remove(0))),
+        }
+    }
+
+    /// No deadline ever comes before the watchdog's timer, which is armed again only when a change
+    /// wakes it or the timer fires: checked over every sequence of five changes (a request
+    /// starting, the oldest one getting its response ready, the oldest one ending), each 1 s or
+    /// 30 s after the one before (long gaps let the timer fire and be armed at a far idle
+    /// deadline), with the idle timeout shorter and longer than the write timeout and the defaults.
     #[tokio::test(start_paused = true)]
     async fn the_watchdog_timer_never_passes_a_deadline_a_change_brings() {
-        #[derive(Clone, Copy, Debug)]
-        enum Change {
-            Start,
-            Respond,
-            End,
-        }
         const CHANGES: [Change; 3] = [Change::Start, Change::Respond, Change::End];
         let shorter_idle =
             ListenerLimits { idle_timeout: Duration::from_secs(2), write_timeout: Duration::from_secs(7), ..limits() };
         let mut checked = 0;
-        for limits in [limits(), shorter_idle] {
-            for before in 0..CHANGES.len().pow(2) {
-                for after in 0..CHANGES.len().pow(3) {
-                    let activity = Activity::new(Instant::now());
-                    let mut open: Vec<(InFlight, bool)> = Vec::new();
-                    let apply = |change: Change, open: &mut Vec<(InFlight, bool)>| match change {
-                        Change::Start => open.push((activity.start(), false)),
-                        Change::Respond => {
-                            if let Some((request, ready)) = open.iter_mut().find(|(_, ready)| !ready) {
-                                request.responding();
-                                *ready = true;
-                            }
-                        }
-                        Change::End => drop((!open.is_empty()).then(|| open.remove(0))),
-                    };
-                    for step in 0..2 {
-                        apply(CHANGES[before / CHANGES.len().pow(step) % CHANGES.len()], &mut open);
-                        tokio::time::advance(Duration::from_secs(1)).await;
+        for limits in [limits(), shorter_idle, ListenerLimits::default()] {
+            for (sequence, gaps) in
+                (0..CHANGES.len().pow(5)).flat_map(|sequence| (0..32).map(move |gaps| (sequence, gaps)))
+            {
+                let activity = Activity::new(Instant::now());
+                let mut watchdog = Watchdog::arm(&activity, limits);
+                let (mut open, mut trace) = (Vec::new(), Vec::new());
+                for step in 0..5 {
+                    let gap = if gaps >> step & 1 == 1 { 30 } else { 1 };
+                    tokio::time::advance(Duration::from_secs(gap)).await;
+                    if Instant::now() >= watchdog.armed {
+                        // The timer fired: the watchdog looks and arms it again.
+                        watchdog.armed = activity.wake_at(&limits, Instant::now());
                     }
-                    let wake = activity.wake_at(&limits, Instant::now());
-                    let mut trace = Vec::new();
-                    for step in 0..3 {
-                        if Instant::now() + Duration::from_secs(1) >= wake {
-                            break;
-                        }
-                        tokio::time::advance(Duration::from_secs(1)).await;
-                        let change = CHANGES[after / CHANGES.len().pow(step) % CHANGES.len()];
-                        apply(change, &mut open);
-                        trace.push(change);
-                        if let Some((deadline, why)) = activity.expiry(&limits) {
-                            assert!(deadline >= wake, "{why:?} deadline before the timer after {trace:?} ({limits:?})");
-                        }
-                        checked += 1;
-                    }
+                    let change = CHANGES[sequence / CHANGES.len().pow(step) % CHANGES.len()];
+                    apply(&activity, change, &mut open);
+                    trace.push(change);
+                    watchdog.check(&trace);
+                    checked += 1;
                 }
             }
         }
-        assert!(checked > 100, "sequences were checked: {checked}");
+        assert!(checked >= 3 * 5 * 243 * 32, "changes checked: {checked}");
+    }
+
+    /// On a busy connection most requests do not wake the watchdog: a thousand requests 5 ms
+    /// apart (each started, answered and ended) wake it about once per write timeout.
+    #[tokio::test(start_paused = true)]
+    async fn requests_on_a_busy_connection_rarely_wake_the_watchdog() {
+        let limits = ListenerLimits::default();
+        let activity = Activity::new(Instant::now());
+        let mut watchdog = Watchdog::arm(&activity, limits);
+        let mut open = Vec::new();
+        for _ in 0..1000 {
+            for change in [Change::Start, Change::Respond, Change::End] {
+                apply(&activity, change, &mut open);
+                watchdog.check(&[change]);
+            }
+            tokio::time::advance(Duration::from_millis(5)).await;
+            if Instant::now() >= watchdog.armed {
+                watchdog.armed = activity.wake_at(&limits, Instant::now());
+            }
+        }
+        let period = limits.write_timeout.as_millis();
+        assert!(
+            watchdog.woken <= usize::try_from(5000 / period + 1).unwrap_or(usize::MAX),
+            "woken {} times",
+            watchdog.woken
+        );
     }
 }

@@ -95,6 +95,7 @@ pub async fn watch(
                     return;
                 }
             }
+            () = activity.rearm() => {}
             () = evicted.cancelled() => {
                 // Idle, and its slot went to a new connection: close now (gracefully, should a
                 // request have started meanwhile).
