@@ -8,9 +8,12 @@
 //! deadline comes after the one already armed), so most requests do not wake it at all.
 
 use std::collections::BTreeMap;
+use std::future::{Future, poll_fn};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
+use std::task::Poll;
 
-use tokio::sync::Notify;
+use futures::task::AtomicWaker;
 use tokio::time::Instant;
 
 use super::limits::ListenerLimits;
@@ -63,15 +66,18 @@ impl State {
 #[derive(Debug)]
 pub struct Activity {
     state: Mutex<State>,
-    /// Woken when a change brings a deadline before the watchdog's timer.
-    rearm: Notify,
+    /// Set when a change brings a deadline before the watchdog's timer, which `watchdog` wakes.
+    rearm: AtomicBool,
+    /// The watchdog's task (one waiter, polled on every wake of the connection's task: a few
+    /// atomics, where a `Notify` would take a lock).
+    watchdog: AtomicWaker,
 }
 
 impl Activity {
     /// A fresh connection accepted at `now`.
     pub fn new(now: Instant) -> Arc<Activity> {
         let state = State { in_flight: 0, started: 0, idle_since: now, responding: BTreeMap::new(), armed: None };
-        Arc::new(Activity { state: Mutex::new(state), rearm: Notify::new() })
+        Arc::new(Activity { state: Mutex::new(state), rearm: AtomicBool::new(false), watchdog: AtomicWaker::new() })
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
@@ -86,14 +92,22 @@ impl Activity {
         let rearm = state.passes_the_timer();
         drop(state);
         if rearm {
-            self.rearm.notify_one();
+            self.rearm.store(true, Ordering::Release);
+            self.watchdog.wake();
         }
     }
 
     /// Resolves once a change has brought a deadline before the timer armed by
-    /// [`Activity::wake_at`].
-    pub async fn rearm(&self) {
-        self.rearm.notified().await;
+    /// [`Activity::wake_at`] (at once if one has since the last time it resolved).
+    pub fn rearm(&self) -> impl Future<Output = ()> + '_ {
+        poll_fn(|cx| {
+            if self.rearm.swap(false, Ordering::AcqRel) {
+                return Poll::Ready(());
+            }
+            self.watchdog.register(cx.waker());
+            // A change between the check and the registration woke no one: look again.
+            if self.rearm.swap(false, Ordering::AcqRel) { Poll::Ready(()) } else { Poll::Pending }
+        })
     }
 
     /// A request started; it is in flight until the guard is dropped.
