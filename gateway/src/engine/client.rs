@@ -554,8 +554,6 @@ mod tests {
         assert!(!seen[2].1.contains("content-length"), "{}", seen[2].1);
     }
 
-    /// Calls after the first reuse its connection; one the upstream closed meanwhile is noticed
-    /// before sending and replaced, without failing the call.
     /// Every call's future holds (and moves, as it is wrapped and awaited) the state of the
     /// upstream exchange: the connect path and the pooled connection are boxed, so that state
     /// stays small. Unboxed, the exchange alone was 3.3 KiB.
@@ -570,6 +568,8 @@ mod tests {
         assert!(std::mem::size_of_val(&exchange) <= 2048, "exchange: {} bytes", std::mem::size_of_val(&exchange));
     }
 
+    /// Calls after the first reuse its connection; one the upstream closed meanwhile is noticed
+    /// before sending and replaced, without failing the call.
     #[tokio::test]
     async fn driven_connections_are_reused_and_a_closed_one_is_replaced() {
         let (url, seen) = recording_server(ANSWER, 2).await;
