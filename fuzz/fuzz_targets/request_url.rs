@@ -46,6 +46,7 @@ fuzz_target!(|text: &str| {
         scope: scope.clone(),
         credential,
         timeout: std::time::Duration::from_secs(5),
+        max_in_flight: None,
     };
 
     let is_get = search.method == SearchMethod::Get;

@@ -113,6 +113,7 @@ async fn every_builtin_search_fixture_matches_the_contract() {
                 scope: provider.scope.clone(),
                 credential,
                 timeout: Duration::from_secs(30),
+                max_in_flight: None,
             };
             replay(&engine, &builtin.spec, builtin.content_encoding, fixture, target).await;
             replayed += 1;

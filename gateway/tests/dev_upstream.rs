@@ -420,6 +420,7 @@ async fn memgate_engine_searches_the_dev_upstream() {
         scope: Scope { user_id: Some("repo".into()), agent_id: Some("qwen-code".into()), ..Scope::default() },
         credential: credential_value("dev", KEY.as_bytes()).expect("credential"),
         timeout: Duration::from_secs(30),
+        max_in_flight: None,
     };
     let items = engine
         .search("dev", &target, &builtin.spec, builtin.content_encoding, "release checklist", 5)

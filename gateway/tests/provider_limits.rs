@@ -238,6 +238,31 @@ async fn max_in_flight_bounds_what_one_replica_sends_the_upstream_at_once() -> R
     Ok(())
 }
 
+/// `maxInFlight` above the engine's default of 16 concurrent upstream requests per provider is
+/// what reaches the upstream: the default is not a second, lower bound behind it.
+#[tokio::test]
+async fn max_in_flight_above_the_default_is_reached() -> Result<()> {
+    let (upstream, origin) = CountingUpstream::start(Duration::from_millis(600)).await;
+    let limits = "{upstream: {maxInFlight: 24}}";
+    let config = config_dir(&provider_yaml(&origin, "{anonymous: true}", limits))?;
+    let logs = tempfile::tempdir()?;
+    let gateway = Arc::new(Gateway::start(config.path(), logs.path(), &[], &[]).await);
+
+    let calls: Vec<_> = (0..24)
+        .map(|_| {
+            let gateway = Arc::clone(&gateway);
+            tokio::spawn(async move { search(&gateway, None).await.status })
+        })
+        .collect();
+    for call in calls {
+        let status = call.await?;
+        ensure!(status == 200, "24 calls through 24 slots: {status}");
+    }
+    let most = upstream.most_in_flight.load(Ordering::SeqCst);
+    ensure!(most == 24, "the upstream saw at most {most} calls at once");
+    Ok(())
+}
+
 #[tokio::test]
 async fn an_upstream_rate_holds_across_two_replicas_on_one_redis() -> Result<()> {
     let (upstream, origin) = CountingUpstream::start(Duration::ZERO).await;

@@ -119,6 +119,12 @@ fn resolve(provider: &MemoryProvider, bundle: &Bundle) -> Result<Provider, Viola
             scope: spec.scope.clone(),
             credential,
             timeout: Duration::from_millis(u64::from(spec.timeout_ms)),
+            max_in_flight: spec
+                .limits
+                .as_ref()
+                .and_then(|limits| limits.upstream)
+                .and_then(|upstream| upstream.max_in_flight)
+                .and_then(|n| usize::try_from(n).ok()),
         },
         mcp: spec.mcp.enabled,
         nexent_search: spec.nexent.search,

@@ -7,8 +7,9 @@
 //! formats the query, the URL, the credential, a body or a transport error (whose text contains
 //! the URL).
 //!
-//! Concurrency policy: each provider key has its own semaphore of `permits_per_provider` permits,
-//! so a slow provider can only exhaust its own permits. A call waits for a permit until its
+//! Concurrency policy: each provider key has its own semaphore of permits (the provider's
+//! `spec.limits.upstream.maxInFlight` when it sets one, else `permits_per_provider`), so a slow
+//! provider can only exhaust its own permits. A call waits for a permit until its
 //! deadline (the provider timeout, which bounds permit wait plus request); if the deadline passes
 //! while it is still queued, or the permit comes with less than [`min_time_left`] of the timeout
 //! still to run (a request that could only time out), the call fails with
@@ -51,6 +52,9 @@ pub const DEFAULT_PERMITS_PER_PROVIDER: usize = 16;
 /// upstream answering 429 with keep-alive, say) the gateway's sockets are back to normal within 8 s.
 pub const UPSTREAM_IDLE_TIMEOUT: Duration = Duration::from_secs(4);
 
+/// A provider's semaphore and the number of permits it was created with.
+type SizedSemaphore = (usize, Arc<Semaphore>);
+
 /// Engine settings.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct EngineConfig {
@@ -81,7 +85,8 @@ pub struct Engine {
     http1: Http1Pool,
     placement: Placement,
     permits_per_provider: usize,
-    permits: Mutex<HashMap<String, Arc<Semaphore>>>,
+    /// Each provider key's semaphores (more than one only while calls of an older config run).
+    permits: Mutex<HashMap<String, Vec<SizedSemaphore>>>,
     held: Option<HeldBytes>,
 }
 
@@ -157,21 +162,23 @@ impl Engine {
     ) -> Result<Vec<Item>, EngineError> {
         let deadline = Instant::now() + target.timeout;
         let request = build_search_request(target, dialect.auth, &dialect.search, query, limit)?;
-        let _permit = self.permit(provider, deadline, target.timeout).await?;
+        let _permit = self.permit(provider, target.max_in_flight, deadline, target.timeout).await?;
         let (body, _held) = timeout_at(deadline, self.fetch(request)).await.map_err(|_| EngineError::Timeout)??;
         normalize(&body, &dialect.response, encoding, usize::try_from(limit).unwrap_or(usize::MAX))
     }
 
-    /// Wait for one of `provider`'s permits until `deadline` (the end of a call of `timeout`);
-    /// [`EngineError::Saturated`] when the deadline passes first, or when less than
-    /// [`min_time_left`] of `timeout` is left once the permit is granted (nothing was sent upstream).
+    /// Wait for one of `provider`'s permits (`max_in_flight` of them, or the engine's default)
+    /// until `deadline` (the end of a call of `timeout`); [`EngineError::Saturated`] when the
+    /// deadline passes first, or when less than [`min_time_left`] of `timeout` is left once the
+    /// permit is granted (nothing was sent upstream).
     pub(super) async fn permit(
         &self,
         provider: &str,
+        max_in_flight: Option<usize>,
         deadline: Instant,
         timeout: Duration,
     ) -> Result<OwnedSemaphorePermit, EngineError> {
-        let semaphore = self.semaphore(provider);
+        let semaphore = self.semaphore(provider, max_in_flight.unwrap_or(self.permits_per_provider).max(1));
         let least = min_time_left(timeout);
         // Queue only while a granted permit would still leave enough time for the request.
         let last_useful = deadline.checked_sub(least).unwrap_or(deadline);
@@ -186,14 +193,20 @@ impl Engine {
         Ok(permit)
     }
 
-    /// The semaphore of `provider`, created on first use.
-    fn semaphore(&self, provider: &str) -> Arc<Semaphore> {
+    /// The semaphore of `provider` with `size` permits, created on first use. A reload that
+    /// changes the size gives calls of the new config a new semaphore while calls of the old one
+    /// (an ingest still sending its units, say) keep theirs, so until those end both sizes can be
+    /// in flight; a semaphore no call holds any more is dropped when the next one is created.
+    fn semaphore(&self, provider: &str, size: usize) -> Arc<Semaphore> {
         let mut permits = self.permits.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        if let Some(existing) = permits.get(provider) {
-            return Arc::clone(existing);
+        if let Some(sizes) = permits.get_mut(provider) {
+            if let Some((_, existing)) = sizes.iter().find(|(created_with, _)| *created_with == size) {
+                return Arc::clone(existing);
+            }
+            sizes.retain(|(_, semaphore)| Arc::strong_count(semaphore) > 1);
         }
-        let created = Arc::new(Semaphore::new(self.permits_per_provider));
-        permits.insert(provider.to_string(), Arc::clone(&created));
+        let created = Arc::new(Semaphore::new(size));
+        permits.entry(provider.to_string()).or_default().push((size, Arc::clone(&created)));
         created
     }
 
@@ -436,15 +449,46 @@ mod tests {
     async fn a_permit_granted_too_close_to_the_deadline_is_refused() {
         let engine = Engine::new(EngineConfig { permits_per_provider: 1, ..EngineConfig::default() }).expect("engine");
         let timeout = Duration::from_secs(2);
-        let held = engine.permit("p", Instant::now() + timeout, timeout).await.expect("free permit");
-        let waiter = engine.permit("p", Instant::now() + timeout, timeout);
+        let held = engine.permit("p", None, Instant::now() + timeout, timeout).await.expect("free permit");
+        let waiter = engine.permit("p", None, Instant::now() + timeout, timeout);
         let release = async {
             tokio::time::sleep(Duration::from_millis(1900)).await;
             drop(held);
         };
         let (granted, ()) = tokio::join!(waiter, release);
         assert_eq!(granted.err(), Some(EngineError::Saturated));
-        assert!(engine.permit("p", Instant::now() + timeout, timeout).await.is_ok());
+        assert!(engine.permit("p", None, Instant::now() + timeout, timeout).await.is_ok());
+    }
+
+    /// A provider's `maxInFlight` is its number of permits, above the engine's default as well as
+    /// below it; a reload that changes it takes effect for the next call.
+    #[tokio::test]
+    async fn a_providers_max_in_flight_is_its_number_of_permits() {
+        let engine = Engine::new(EngineConfig { permits_per_provider: 2, ..EngineConfig::default() }).expect("engine");
+        // Every permit there is: the first call that has to wait fails after 100 ms, half its
+        // timeout (`min_time_left`).
+        let timeout = Duration::from_millis(200);
+        let take_all = |max_in_flight: Option<usize>| {
+            let engine = &engine;
+            async move {
+                let mut held = Vec::new();
+                while let Ok(permit) = engine.permit("p", max_in_flight, Instant::now() + timeout, timeout).await {
+                    held.push(permit);
+                }
+                held
+            }
+        };
+        assert_eq!(take_all(None).await.len(), 2, "the engine's default");
+        let five = take_all(Some(5)).await;
+        assert_eq!(five.len(), 5, "above the default");
+        let one = take_all(Some(1)).await;
+        assert_eq!(one.len(), 1, "changed: a new set, whatever the old one still holds");
+        assert!(take_all(Some(5)).await.is_empty(), "calls of the old config still share the old set");
+        drop(five);
+        assert_eq!(take_all(Some(5)).await.len(), 5, "the permits of calls are returned when they end");
+        assert!(take_all(Some(1)).await.is_empty(), "the new set is still held");
+        drop(one);
+        assert_eq!(take_all(Some(1)).await.len(), 1);
     }
 
     impl Engine {

@@ -28,6 +28,9 @@ pub struct Target {
     pub credential: Credential,
     /// `spec.timeoutMs`: bounds the whole call, permit wait included.
     pub timeout: std::time::Duration,
+    /// `spec.limits.upstream.maxInFlight`: the provider's upstream requests in flight at once in
+    /// this replica; `None` leaves the engine's default ([`super::client::EngineConfig`]).
+    pub max_in_flight: Option<usize>,
 }
 
 /// One fully built upstream request.
@@ -284,6 +287,7 @@ mod tests {
             scope,
             credential: credential_value("test", b"s3cret").expect("valid credential"),
             timeout: std::time::Duration::from_secs(5),
+            max_in_flight: None,
         }
     }
 

@@ -213,7 +213,7 @@ impl Engine {
     ) -> Result<WriteOutcome, EngineError> {
         let deadline = Instant::now() + target.timeout;
         let request = build_add_request(target, auth, contract, unit)?;
-        let _permit = self.permit(provider, deadline, target.timeout).await?;
+        let _permit = self.permit(provider, target.max_in_flight, deadline, target.timeout).await?;
         let exchange = async {
             // Not counted against the held-bytes budget: the write is done, and a refusal there
             // would turn a stored unit into an unknown one.
@@ -260,6 +260,7 @@ mod tests {
             scope,
             credential: credential_value("test", b"s3cret").expect("valid credential"),
             timeout: std::time::Duration::from_secs(5),
+            max_in_flight: None,
         }
     }
 

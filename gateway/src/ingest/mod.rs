@@ -501,6 +501,7 @@ mod tests {
                 scope: memgate_crds::Scope { user_id: Some("configured".into()), ..Default::default() },
                 credential: memgate_crds::validation::credential_value("test", b"k").expect("credential"),
                 timeout: Duration::from_secs(5),
+                max_in_flight: None,
             },
             mcp: false,
             nexent_search: true,

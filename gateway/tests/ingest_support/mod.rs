@@ -51,6 +51,7 @@ pub fn target(origin: &str, base_path: &str, scope: Scope, credential: &str, tim
         scope,
         credential: credential_value("test", credential.as_bytes()).expect("valid credential"),
         timeout,
+        max_in_flight: None,
     }
 }
 

@@ -160,6 +160,7 @@ pub fn target(origin: &str, base_path: &str, scope: Scope, timeout: Duration) ->
         scope,
         credential: credential_value("test", CREDENTIAL.as_bytes()).expect("valid credential"),
         timeout,
+        max_in_flight: None,
     }
 }
 
