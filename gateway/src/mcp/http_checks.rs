@@ -68,43 +68,70 @@ struct HostPort {
 }
 
 fn host_port(authority: &Authority) -> HostPort {
-    HostPort {
-        host: authority.host().trim_start_matches('[').trim_end_matches(']').to_ascii_lowercase(),
-        port: authority.port_u16(),
-    }
+    HostPort { host: bare_host(authority.host()).to_ascii_lowercase(), port: authority.port_u16() }
+}
+
+/// A host without the brackets of an IPv6 literal.
+fn bare_host(host: &str) -> &str {
+    host.trim_start_matches('[').trim_end_matches(']')
 }
 
 /// `host[:port]` with nothing else (no user info, no empty host).
-fn parse_host(raw: &str) -> Option<HostPort> {
+fn parse_authority(raw: &str) -> Option<Authority> {
     if raw.is_empty() || raw.contains('@') {
         return None;
     }
-    let authority = Authority::try_from(raw).ok()?;
-    if authority.host().is_empty() {
-        return None;
-    }
-    Some(host_port(&authority))
+    Authority::try_from(raw).ok().filter(|authority| !authority.host().is_empty())
 }
 
 /// The authority a request names: the request target's (absolute form, HTTP/2 `:authority`), else
 /// its one `Host` header.
-fn request_authority(uri: &Uri, headers: &HeaderMap) -> Result<HostPort, Refusal> {
+fn request_authority(uri: &Uri, headers: &HeaderMap) -> Result<Authority, Refusal> {
     if let Some(authority) = uri.authority() {
-        return parse_host(authority.as_str()).ok_or(Refusal::BadHost);
+        return parse_authority(authority.as_str()).ok_or(Refusal::BadHost);
     }
     let mut hosts = headers.get_all(HOST).iter();
     let (Some(host), None) = (hosts.next(), hosts.next()) else {
         return Err(Refusal::BadHost);
     };
-    host.to_str().ok().and_then(parse_host).ok_or(Refusal::BadHost)
+    host.to_str().ok().and_then(parse_authority).ok_or(Refusal::BadHost)
 }
 
-/// Whether `host` matches an allowed entry (`name` matches any port, `name:port` only that port).
-fn host_allowed(host: &HostPort, allowed: &[String]) -> bool {
-    allowed
-        .iter()
-        .filter_map(|entry| parse_host(entry.trim()))
-        .any(|entry| entry.host == host.host && entry.port.is_none_or(|port| host.port == Some(port)))
+/// Whether `authority` matches an allowed entry (`name` matches any port, `name:port` only that
+/// port); hosts compare without regard to ASCII case.
+fn host_allowed(authority: &Authority, allowed: &[HostPort]) -> bool {
+    let host = bare_host(authority.host());
+    let port = authority.port_u16();
+    allowed.iter().any(|entry| entry.host.eq_ignore_ascii_case(host) && entry.port.is_none_or(|p| port == Some(p)))
+}
+
+/// An allowed-host entry: `host[:port]`, or an IPv6 address without brackets (`::1`, one of the
+/// loopback defaults), which matches that address on any port as rmcp 3.11 reads such an entry
+/// (`parse_allowed_authority` in `transport/streamable_http_server/tower.rs` takes an entry that is
+/// no authority as a bare host).
+fn allowed_host(entry: &str) -> Option<HostPort> {
+    if let Ok(address) = entry.parse::<std::net::Ipv6Addr>() {
+        return Some(HostPort { host: address.to_string(), port: None });
+    }
+    parse_authority(entry).map(|authority| host_port(&authority))
+}
+
+/// The allowed hosts and origins, parsed once for every request they judge (an entry that does
+/// not parse matches nothing).
+#[derive(Debug, Clone, Default)]
+pub struct HeadRules {
+    hosts: Vec<HostPort>,
+    origins: Vec<OriginTuple>,
+}
+
+impl HeadRules {
+    /// Rules accepting the authorities `allowed_hosts` and the origins `allowed_origins`.
+    pub fn new(allowed_hosts: &[String], allowed_origins: &[String]) -> HeadRules {
+        HeadRules {
+            hosts: allowed_hosts.iter().filter_map(|entry| allowed_host(entry.trim())).collect(),
+            origins: allowed_origins.iter().filter_map(|entry| parse_origin(entry)).collect(),
+        }
+    }
 }
 
 /// An origin as (scheme, host, port) with the scheme's default port, or `null`.
@@ -135,15 +162,10 @@ fn parse_origin(raw: &str) -> Option<OriginTuple> {
     Some(OriginTuple::Tuple(scheme, host, port.or(default_port)))
 }
 
-/// Check a request's authority against `allowed_hosts` and its `Origin` against `allowed_origins`.
-pub fn check_head(
-    uri: &Uri,
-    headers: &HeaderMap,
-    allowed_hosts: &[String],
-    allowed_origins: &[String],
-) -> Result<(), Refusal> {
+/// Check a request's authority and its `Origin` against `rules`.
+pub fn check_head(uri: &Uri, headers: &HeaderMap, rules: &HeadRules) -> Result<(), Refusal> {
     let authority = request_authority(uri, headers)?;
-    if !host_allowed(&authority, allowed_hosts) {
+    if !host_allowed(&authority, &rules.hosts) {
         return Err(Refusal::HostNotAllowed);
     }
     let mut origins = headers.get_all(ORIGIN).iter();
@@ -152,7 +174,7 @@ pub fn check_head(
             return Err(Refusal::OriginNotAllowed);
         }
         let origin = first.to_str().ok().and_then(parse_origin).ok_or(Refusal::OriginNotAllowed)?;
-        if !allowed_origins.iter().filter_map(|entry| parse_origin(entry)).any(|entry| entry == origin) {
+        if !rules.origins.contains(&origin) {
             return Err(Refusal::OriginNotAllowed);
         }
     }
@@ -203,7 +225,7 @@ mod tests {
         let (uri, map) = head(target, headers);
         let hosts = ["localhost".to_string(), "gw.agents.svc:8080".to_string()];
         let origins: Vec<String> = origins.iter().map(ToString::to_string).collect();
-        check_head(&uri, &map, &hosts, &origins)
+        check_head(&uri, &map, &HeadRules::new(&hosts, &origins))
     }
 
     #[test]
@@ -213,6 +235,25 @@ mod tests {
         assert_eq!(check("/mcp/p", &[("host", "gw.agents.svc:8080")], &[]), Ok(()));
         assert_eq!(check("/mcp/p", &[("host", "gw.agents.svc:9090")], &[]), Err(Refusal::HostNotAllowed));
         assert_eq!(check("/mcp/p", &[("host", "evil.example")], &[]), Err(Refusal::HostNotAllowed));
+    }
+
+    /// The loopback defaults accept every loopback form a local client sends, IPv6 included; an
+    /// entry that is no host matches nothing.
+    #[test]
+    fn the_loopback_defaults_accept_ipv6_loopback_and_a_broken_entry_matches_nothing() {
+        let hosts: Vec<String> = crate::mcp::DEFAULT_ALLOWED_HOSTS.iter().map(ToString::to_string).collect();
+        let rules = HeadRules::new(&hosts, &[]);
+        for host in ["[::1]", "[::1]:8080", "127.0.0.1:9", "LocalHost"] {
+            let (uri, map) = head("/mcp/p", &[("host", host)]);
+            assert_eq!(check_head(&uri, &map, &rules), Ok(()), "{host}");
+        }
+        let (uri, map) = head("/mcp/p", &[("host", "[::2]")]);
+        assert_eq!(check_head(&uri, &map, &rules), Err(Refusal::HostNotAllowed));
+        let broken = HeadRules::new(&["a@b".to_string(), String::new()], &[]);
+        for host in ["a", "b", "a@b"] {
+            let (uri, map) = head("/mcp/p", &[("host", host)]);
+            assert!(check_head(&uri, &map, &broken).is_err(), "{host}");
+        }
     }
 
     #[test]

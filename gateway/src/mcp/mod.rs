@@ -140,8 +140,8 @@ struct McpState {
     /// Whether eligible `tools/call`s take the direct path ([`direct`]); off only in tests that
     /// compare it with rmcp's.
     direct: bool,
-    hosts: Vec<String>,
-    origins: Vec<String>,
+    /// The allowed hosts and origins.
+    rules: http_checks::HeadRules,
 }
 
 /// The rmcp transport configuration this surface uses (see the module docs).
@@ -175,13 +175,13 @@ fn router_served(search: Arc<dyn ProviderSearch>, config: McpHttpConfig, direct:
         Arc::new(NeverSessionManager::default()),
         transport_config(&config),
     );
-    let hosts = config.effective_hosts();
-    let state = Arc::new(McpState { search, service, direct, hosts, origins: config.allowed_origins });
+    let rules = http_checks::HeadRules::new(&config.effective_hosts(), &config.allowed_origins);
+    let state = Arc::new(McpState { search, service, direct, rules });
     Router::new().route("/mcp/{provider}", any(serve)).with_state(state)
 }
 
 async fn serve(State(state): State<Arc<McpState>>, Path(provider): Path<String>, request: Request) -> Response {
-    if let Err(refusal) = http_checks::check_head(request.uri(), request.headers(), &state.hosts, &state.origins) {
+    if let Err(refusal) = http_checks::check_head(request.uri(), request.headers(), &state.rules) {
         return refusal.into_response();
     }
     if !state.search.exists(&provider) {

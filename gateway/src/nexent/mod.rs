@@ -57,14 +57,14 @@ pub const MAX_BODY_BYTES: usize = 1024 * 1024;
 /// JSON body requirement: a browser page (DNS rebinding onto a gateway on a developer's loopback,
 /// a `no-cors` form post) can reach neither.
 pub fn router(http: &McpHttpConfig) -> Router<Arc<AppState>> {
-    let rules = Arc::new((http.effective_hosts(), http.allowed_origins.clone()));
+    let rules = Arc::new(http_checks::HeadRules::new(&http.effective_hosts(), &http.allowed_origins));
     Router::new()
         .route("/nexent/v1/{provider}/search", post(search))
         .route("/nexent/v1/{provider}/ingest", post(ingest::ingest))
         .route_layer(axum::middleware::from_fn(move |request: axum::extract::Request, next: axum::middleware::Next| {
             let rules = Arc::clone(&rules);
             async move {
-                match browser_shaped(&request, &rules.0, &rules.1) {
+                match browser_shaped(&request, &rules) {
                     Some(refusal) => refusal.into_response(),
                     None => next.run(request).await,
                 }
@@ -75,8 +75,8 @@ pub fn router(http: &McpHttpConfig) -> Router<Arc<AppState>> {
 /// Why a request is refused before anything else looks at it: an authority or `Origin` the
 /// gateway does not accept (`mcp::http_checks`), or a body not declared as JSON (what a plain
 /// HTML form or a `no-cors` fetch can send is never `application/json`).
-fn browser_shaped(request: &axum::extract::Request, hosts: &[String], origins: &[String]) -> Option<ApiError> {
-    if let Err(refusal) = http_checks::check_head(request.uri(), request.headers(), hosts, origins) {
+fn browser_shaped(request: &axum::extract::Request, rules: &http_checks::HeadRules) -> Option<ApiError> {
+    if let Err(refusal) = http_checks::check_head(request.uri(), request.headers(), rules) {
         return Some(match refusal {
             Refusal::BadHost => ApiError::new(
                 StatusCode::BAD_REQUEST,
