@@ -241,7 +241,9 @@ async fn serve(args: ServeArgs) -> Result<()> {
         "listening"
     );
     let mcp_http = McpHttpConfig { allowed_hosts: args.allowed_hosts, allowed_origins: args.allowed_origins };
-    let mut data = Listener::new("data", socket, app(state, mcp_http), bounds).with_held_bytes(held);
+    let direct = memgate_gateway::server::direct(Arc::clone(&state), &mcp_http);
+    let mut data =
+        Listener::new("data", socket, app(state, mcp_http), bounds).with_held_bytes(held).with_direct(direct);
     let count = args.listener.connection_threads.unwrap_or_else(threads::default_count);
     if count > 0 {
         let threads = ConnectionThreads::start("data", count).context("starting the connection threads")?;

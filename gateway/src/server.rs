@@ -61,6 +61,12 @@ pub fn app(state: Arc<AppState>, mcp_http: mcp::McpHttpConfig) -> Router {
     own.merge(mcp_routes).layer(middleware::from_fn(crate::telemetry::caller_trace))
 }
 
+/// The data port's routes taken before the router: Nexent search ([`nexent::direct_search`]),
+/// the busiest route, answered as the router answers it without the router's per-request work.
+pub fn direct(state: Arc<AppState>, mcp_http: &mcp::McpHttpConfig) -> crate::listener::Direct {
+    Arc::new(nexent::direct_search(state, mcp_http))
+}
+
 /// The admin port's routes: `/healthz`, `/readyz` and `/metrics` only, the same handlers as on the
 /// data port. Served by their own listener (`--admin-listen`), so probes and scrapes keep working
 /// while tenants saturate the data port.

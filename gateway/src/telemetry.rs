@@ -60,13 +60,22 @@ pub fn init() -> Telemetry {
 /// `tokio::spawn` in rmcp 3.11 `transport/streamable_http_server/tower.rs`, so the context of this
 /// task does not reach it; the request's `http::request::Parts` do) and
 /// runs the rest of the request in it, so the call's span is a child of the caller's span.
-pub async fn caller_trace(mut request: Request, next: Next) -> Response {
+pub async fn caller_trace(request: Request, next: Next) -> Response {
+    in_caller_trace(request, |request| next.run(request)).await
+}
+
+/// [`caller_trace`] around `run`, for a route served without the router.
+pub async fn in_caller_trace<F, Fut>(mut request: Request, run: F) -> Response
+where
+    F: FnOnce(Request) -> Fut,
+    Fut: Future<Output = Response>,
+{
     match CallerTrace::from_headers(request.headers()) {
         Some(trace) => {
             request.extensions_mut().insert(trace.clone());
-            trace.attach(next.run(request)).await
+            trace.attach(run(request)).await
         }
-        None => next.run(request).await,
+        None => run(request).await,
     }
 }
 

@@ -45,6 +45,7 @@ use crate::held_bytes::HeldBytes;
 use activity::Activity;
 pub use limits::{ListenerLimits, effective_max_connections, open_file_limit};
 use request::Shared;
+pub use request::{Direct, DirectAnswer};
 use slots::Slots;
 pub use threads::ConnectionThreads;
 
@@ -78,19 +79,26 @@ pub struct Listener {
     limits: ListenerLimits,
     held: HeldBytes,
     threads: Option<ConnectionThreads>,
+    direct: Option<Direct>,
 }
 
 impl Listener {
     /// A listener called `name` (for logs) serving `router` on `socket` within `limits`.
     pub fn new(name: &'static str, socket: TcpListener, router: Router, limits: ListenerLimits) -> Listener {
         let held = HeldBytes::new(limits.max_held_response_bytes);
-        Listener { name, socket, router, limits, held, threads: None }
+        Listener { name, socket, router, limits, held, threads: None, direct: None }
     }
 
     /// Serve each connection on one of `threads` instead of the runtime running [`Listener::run`];
     /// the threads stop when the listener has drained.
     pub fn with_connection_threads(mut self, threads: ConnectionThreads) -> Listener {
         self.threads = Some(threads);
+        self
+    }
+
+    /// Take the requests `direct` takes before the router (see [`Direct`]).
+    pub fn with_direct(mut self, direct: Direct) -> Listener {
+        self.direct = Some(direct);
         self
     }
 
@@ -103,10 +111,10 @@ impl Listener {
     /// Accept and serve until `shutdown` turns true, then drain: wait for open connections to
     /// finish, at most `drain` (connections still open then are dropped).
     pub async fn run(self, mut shutdown: watch::Receiver<bool>, drain: Duration) {
-        let Listener { name, socket, router, limits, held, threads } = self;
+        let Listener { name, socket, router, limits, held, threads, direct } = self;
         let builder = Arc::new(connection::builder(&limits));
-        let shared =
-            Arc::new(Shared { router, in_flight: Arc::new(Semaphore::new(limits.max_in_flight.max(1))), held, limits });
+        let in_flight = Arc::new(Semaphore::new(limits.max_in_flight.max(1)));
+        let shared = Arc::new(Shared { router, direct, in_flight, held, limits });
         let slots = Slots::new(limits.max_connections);
         let over_capacity = over_capacity_response();
         // Every connection task holds a clone; when all are gone, `recv` returns `None`.

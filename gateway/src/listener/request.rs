@@ -17,6 +17,7 @@ use axum::Router;
 use axum::body::{Body, Bytes};
 use axum::http::header::{CONNECTION, CONTENT_LENGTH, CONTENT_TYPE, RETRY_AFTER};
 use axum::http::{HeaderValue, Request, Response, StatusCode};
+use futures::future::BoxFuture;
 use http_body::{Body as HttpBody, Frame, SizeHint};
 use http_body_util::{BodyExt, Limited};
 use hyper::body::Incoming;
@@ -27,10 +28,24 @@ use super::activity::{Activity, InFlight};
 use super::limits::{ListenerLimits, MAX_BODY_BYTES};
 use crate::held_bytes::HeldBytes;
 
+/// A route answered without the router: the answer to a request it takes, or the request back.
+pub type Direct = Arc<dyn Fn(Request<Body>) -> DirectAnswer + Send + Sync>;
+
+/// What a [`Direct`] route does with a request.
+#[expect(clippy::large_enum_variant, reason = "moved once, never stored: boxing would allocate per request")]
+pub enum DirectAnswer {
+    /// Taken: its answer.
+    Taken(BoxFuture<'static, Response<Body>>),
+    /// Not one of the route's: back for the router.
+    Declined(Request<Body>),
+}
+
 /// What every request of one listener shares.
 pub struct Shared {
     /// The routes.
     pub router: Router,
+    /// Routes taken before the router, when the listener has them.
+    pub direct: Option<Direct>,
     /// Permits for requests in flight (the listener's `max_in_flight`).
     pub in_flight: Arc<Semaphore>,
     /// The budget of large response bytes held for readers.
@@ -66,9 +81,16 @@ pub async fn serve(
         Err(_) => return Ok(finish(refusal(StatusCode::REQUEST_TIMEOUT, SLOW_BODY), guard, Some(permit))),
     };
     let request = Request::from_parts(parts, Body::from(bytes));
-    let response = match shared.router.clone().oneshot(request).await {
-        Ok(response) => response,
-        Err(never) => match never {},
+    let routed = match &shared.direct {
+        Some(direct) => direct(request),
+        None => DirectAnswer::Declined(request),
+    };
+    let response = match routed {
+        DirectAnswer::Taken(answer) => answer.await,
+        DirectAnswer::Declined(request) => match shared.router.clone().oneshot(request).await {
+            Ok(response) => response,
+            Err(never) => match never {},
+        },
     };
     let Ok(held) = shared.held.take(response.body().size_hint().exact()) else {
         // Dropping the response frees its body now rather than when a stalled reader times out.
