@@ -40,7 +40,7 @@ use memgate_gateway::listener::{ConnectionThreads, Listener, threads};
 use memgate_gateway::mcp::McpHttpConfig;
 use memgate_gateway::redis_store::RedisStore;
 use memgate_gateway::serve_args::ServeArgs;
-use memgate_gateway::server::{admin_app, app, shutdown_signal};
+use memgate_gateway::server::{admin_app, data_routes, shutdown_signal};
 use memgate_gateway::state::{AppState, KillSwitches, Settings};
 use memgate_gateway::telemetry;
 
@@ -241,9 +241,8 @@ async fn serve(args: ServeArgs) -> Result<()> {
         "listening"
     );
     let mcp_http = McpHttpConfig { allowed_hosts: args.allowed_hosts, allowed_origins: args.allowed_origins };
-    let direct = memgate_gateway::server::direct(Arc::clone(&state), &mcp_http);
-    let mut data =
-        Listener::new("data", socket, app(state, mcp_http), bounds).with_held_bytes(held).with_direct(direct);
+    let (router, direct) = data_routes(state, mcp_http);
+    let mut data = Listener::new("data", socket, router, bounds).with_held_bytes(held).with_direct(direct);
     let count = args.listener.connection_threads.unwrap_or_else(threads::default_count);
     if count > 0 {
         let threads = ConnectionThreads::start("data", count).context("starting the connection threads")?;

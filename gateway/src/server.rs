@@ -30,15 +30,17 @@ use std::sync::Arc;
 
 use axum::Router;
 use axum::extract::{Path, Request, State};
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::{HeaderValue, Method, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
+use futures::future::BoxFuture;
+use http_body::Body as _;
 use serde_json::json;
 use tokio::time::Instant;
 
 use crate::auth::Caller;
-use crate::listener::ClientAddr;
+use crate::listener::{ClientAddr, Direct, DirectAnswer};
 use crate::metrics::{OPENMETRICS_CONTENT_TYPE, Operation};
 use crate::nexent::{self, ApiError, json_response};
 use crate::state::{AppState, AuthorizedProvider, RetryAfter};
@@ -47,24 +49,75 @@ use crate::{mcp, oauth_resource};
 /// The whole gateway as one router. `mcp_http` says which hosts and origins `/mcp/*` and
 /// `/nexent/*` accept (see [`mcp::McpHttpConfig`]).
 pub fn app(state: Arc<AppState>, mcp_http: mcp::McpHttpConfig) -> Router {
+    data_routes(state, mcp_http).0
+}
+
+/// The data port's router ([`app`]) and the routes the listener takes before it: Nexent search
+/// and `POST /mcp/{provider}`, the calls that carry the load, answered exactly as the router
+/// answers them (the same layers and handler in the same order, and the `content-length` axum's
+/// route sets) without the router's per-request boxing, service clones and path parameters. A
+/// request whose provider segment axum would percent-decode, and every other request, is handed
+/// back to the router. `gateway/tests/direct_routes.rs` holds both answers equal byte for byte.
+pub fn data_routes(state: Arc<AppState>, mcp_http: mcp::McpHttpConfig) -> (Router, Direct) {
     let search: Arc<dyn mcp::ProviderSearch> = Arc::clone(&state) as Arc<dyn mcp::ProviderSearch>;
+    let endpoint = mcp::Endpoint::new(search, mcp_http.clone());
+    let nexent_rules = Arc::new(nexent::head_rules(&mcp_http));
     let nexent_routes = nexent::router(&mcp_http);
-    let mcp_routes =
-        mcp::router_with(search, mcp_http).route_layer(middleware::from_fn_with_state(Arc::clone(&state), mcp_guard));
+    let mcp_routes = endpoint.router().route_layer(middleware::from_fn_with_state(Arc::clone(&state), mcp_guard));
     let own = Router::new()
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
         .merge(nexent_routes)
         .merge(oauth_resource::router())
-        .with_state(state);
-    own.merge(mcp_routes).layer(middleware::from_fn(crate::telemetry::caller_trace))
+        .with_state(Arc::clone(&state));
+    let router = own.merge(mcp_routes).layer(middleware::from_fn(crate::telemetry::caller_trace));
+    let direct: Direct = Arc::new(move |request: Request| {
+        if let Some(provider) = provider_segment(&request, "/nexent/v1/", "/search") {
+            let (state, rules) = (Arc::clone(&state), Arc::clone(&nexent_rules));
+            return DirectAnswer::Taken(routed_answer(request, move |request| {
+                nexent::direct_search(state, rules, provider, request)
+            }));
+        }
+        if let Some(provider) = provider_segment(&request, "/mcp/", "") {
+            let (state, endpoint) = (Arc::clone(&state), endpoint.clone());
+            return DirectAnswer::Taken(routed_answer(request, move |request| async move {
+                let name = provider.clone();
+                guarded(&state, &name, request, move |request| endpoint.serve(provider, request)).await
+            }));
+        }
+        DirectAnswer::Declined(request)
+    });
+    (router, direct)
 }
 
-/// The data port's routes taken before the router: Nexent search ([`nexent::direct_search`]),
-/// the busiest route, answered as the router answers it without the router's per-request work.
-pub fn direct(state: Arc<AppState>, mcp_http: &mcp::McpHttpConfig) -> crate::listener::Direct {
-    Arc::new(nexent::direct_search(state, mcp_http))
+/// The provider segment of a `POST` to `{prefix}{provider}{suffix}` exactly: not empty, no `/`,
+/// no `%` (which axum's `Path` would decode: such a request is left to the router).
+fn provider_segment(request: &Request, prefix: &str, suffix: &str) -> Option<String> {
+    if request.method() != Method::POST {
+        return None;
+    }
+    let provider = request.uri().path().strip_prefix(prefix)?.strip_suffix(suffix)?;
+    (!provider.is_empty() && !provider.contains(['/', '%'])).then(|| provider.to_string())
+}
+
+/// `route` run as the router runs a route: inside the app's `caller_trace` layer, then with the
+/// `content-length` axum's route sets on an answer whose size is known (axum 0.8.9
+/// `routing/route.rs`, `set_content_length`).
+fn routed_answer<F, Fut>(request: Request, route: F) -> BoxFuture<'static, Response>
+where
+    F: FnOnce(Request) -> Fut + Send + 'static,
+    Fut: Future<Output = Response> + Send + 'static,
+{
+    Box::pin(async move {
+        let mut response = crate::telemetry::in_caller_trace(request, route).await;
+        if !response.headers().contains_key(header::CONTENT_LENGTH)
+            && let Some(size) = response.body().size_hint().exact()
+        {
+            response.headers_mut().insert(header::CONTENT_LENGTH, HeaderValue::from(size));
+        }
+        response
+    })
 }
 
 /// The admin port's routes: `/healthz`, `/readyz` and `/metrics` only, the same handlers as on the
@@ -85,11 +138,20 @@ pub fn admin_app(state: Arc<AppState>) -> Router {
 pub async fn mcp_guard(
     State(state): State<Arc<AppState>>,
     Path(provider): Path<String>,
-    mut request: Request,
+    request: Request,
     next: Next,
 ) -> Response {
+    guarded(&state, &provider, request, |request| next.run(request)).await
+}
+
+/// [`mcp_guard`] in front of `run`.
+async fn guarded<F, Fut>(state: &AppState, provider: &str, mut request: Request, run: F) -> Response
+where
+    F: FnOnce(Request) -> Fut,
+    Fut: Future<Output = Response>,
+{
     let started = Instant::now();
-    let Some(provider) = state.provider(&provider).filter(|p| p.mcp) else {
+    let Some(provider) = state.provider(provider).filter(|p| p.mcp) else {
         return ApiError::not_found().into_response();
     };
     let refuse = |err: ApiError, caller: Option<&Caller>| {
@@ -118,7 +180,7 @@ pub async fn mcp_guard(
     if let Some(slot) = &retry_after {
         request.extensions_mut().insert(slot.clone());
     }
-    let mut response = next.run(request).await;
+    let mut response = run(request).await;
     // A limit refused the tool call: its result is the profile's failure text, and, when the
     // transport answered with this HTTP response (not a stream opened before), `Retry-After`.
     if let Some(seconds) = retry_after.as_ref().and_then(RetryAfter::get) {

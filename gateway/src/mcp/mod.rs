@@ -169,15 +169,41 @@ pub fn router_with(search: Arc<dyn ProviderSearch>, config: McpHttpConfig) -> Ro
 
 /// [`router_with`], answering eligible `tools/call`s on the direct path when `direct`.
 fn router_served(search: Arc<dyn ProviderSearch>, config: McpHttpConfig, direct: bool) -> Router {
-    let handler_search = Arc::clone(&search);
-    let service = StreamableHttpService::new(
-        move || Ok(ContextSearchServer::new(Arc::clone(&handler_search))),
-        Arc::new(NeverSessionManager::default()),
-        transport_config(&config),
-    );
-    let rules = http_checks::HeadRules::new(&config.effective_hosts(), &config.allowed_origins);
-    let state = Arc::new(McpState { search, service, direct, rules });
-    Router::new().route("/mcp/{provider}", any(serve)).with_state(state)
+    Endpoint::served(search, config, direct).router()
+}
+
+/// The handler behind `/mcp/{provider}`: its [`Endpoint::router`], or [`Endpoint::serve`] for a
+/// route taken before the router (`crate::server::data_routes`). Clones share one transport.
+#[derive(Clone)]
+pub struct Endpoint(Arc<McpState>);
+
+impl Endpoint {
+    /// The endpoint [`router_with`] serves.
+    pub fn new(search: Arc<dyn ProviderSearch>, config: McpHttpConfig) -> Endpoint {
+        Endpoint::served(search, config, true)
+    }
+
+    fn served(search: Arc<dyn ProviderSearch>, config: McpHttpConfig, direct: bool) -> Endpoint {
+        let handler_search = Arc::clone(&search);
+        let service = StreamableHttpService::new(
+            move || Ok(ContextSearchServer::new(Arc::clone(&handler_search))),
+            Arc::new(NeverSessionManager::default()),
+            transport_config(&config),
+        );
+        let rules = http_checks::HeadRules::new(&config.effective_hosts(), &config.allowed_origins);
+        Endpoint(Arc::new(McpState { search, service, direct, rules }))
+    }
+
+    /// The router serving `/mcp/{provider}` with this endpoint.
+    pub fn router(&self) -> Router {
+        Router::new().route("/mcp/{provider}", any(serve)).with_state(Arc::clone(&self.0))
+    }
+
+    /// Answer `request` for `provider` (the path segment, as axum's `Path` reads it) as the
+    /// router's handler does.
+    pub fn serve(&self, provider: String, request: Request) -> impl Future<Output = Response> + Send + use<> {
+        serve(State(Arc::clone(&self.0)), Path(provider), request)
+    }
 }
 
 async fn serve(State(state): State<Arc<McpState>>, Path(provider): Path<String>, request: Request) -> Response {

@@ -25,15 +25,14 @@ use std::sync::Arc;
 use axum::Router;
 use axum::body::Body;
 use axum::extract::{Extension, Path, State};
-use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
-use http_body::Body as _;
 use serde::Serialize;
 
 use crate::auth::AuthError;
 use crate::engine::{EngineError, ErrorCode, Item, Severity};
-use crate::listener::{ClientAddr, DirectAnswer};
+use crate::listener::ClientAddr;
 use crate::mcp::McpHttpConfig;
 use crate::mcp::http_checks::{self, Refusal};
 use crate::metrics::Operation;
@@ -58,7 +57,7 @@ pub const MAX_BODY_BYTES: usize = 1024 * 1024;
 /// JSON body requirement: a browser page (DNS rebinding onto a gateway on a developer's loopback,
 /// a `no-cors` form post) can reach neither.
 pub fn router(http: &McpHttpConfig) -> Router<Arc<AppState>> {
-    let rules = Arc::new(http_checks::HeadRules::new(&http.effective_hosts(), &http.allowed_origins));
+    let rules = Arc::new(head_rules(http));
     Router::new()
         .route("/nexent/v1/{provider}/search", post(search))
         .route("/nexent/v1/{provider}/ingest", post(ingest::ingest))
@@ -73,53 +72,27 @@ pub fn router(http: &McpHttpConfig) -> Router<Arc<AppState>> {
         }))
 }
 
-/// `POST /nexent/v1/{provider}/search` answered without the router, for the data listener
-/// ([`crate::listener::Direct`]): the same steps in the same order as the routed request (the
-/// app's `caller_trace` layer, this router's `browser_shaped` layer, [`search`], and the
-/// `content-length` axum's route sets), without the router's per-request boxing and service
-/// clones. Any other request, and one whose provider segment axum would percent-decode, is handed
-/// back for the router. `nexent_direct.rs` holds every answer equal to the router's.
-pub fn direct_search(
+/// `POST /nexent/v1/{provider}/search` for `provider` (the path segment) answered as its route
+/// does after the app's layers, for the route taken before the router
+/// (`crate::server::data_routes`): the router's `browser_shaped` layer with `rules`, then
+/// [`search`].
+pub async fn direct_search(
     state: Arc<AppState>,
-    http: &McpHttpConfig,
-) -> impl Fn(axum::extract::Request) -> DirectAnswer + Send + Sync + 'static {
-    let rules = Arc::new(http_checks::HeadRules::new(&http.effective_hosts(), &http.allowed_origins));
-    move |request: axum::extract::Request| {
-        let Some(provider) = search_path_provider(request.method(), request.uri().path()) else {
-            return DirectAnswer::Declined(request);
-        };
-        let provider = provider.to_string();
-        let (state, rules) = (Arc::clone(&state), Arc::clone(&rules));
-        DirectAnswer::Taken(Box::pin(crate::telemetry::in_caller_trace(request, move |request| async move {
-            if let Some(refusal) = browser_shaped(&request, &rules) {
-                return with_content_length(refusal.into_response());
-            }
-            let (parts, body) = request.into_parts();
-            let client = parts.extensions.get::<ClientAddr>().copied().map(Extension);
-            with_content_length(search(State(state), Path(provider), client, parts.headers, body).await.into_response())
-        })))
+    rules: Arc<http_checks::HeadRules>,
+    provider: String,
+    request: axum::extract::Request,
+) -> Response {
+    if let Some(refusal) = browser_shaped(&request, &rules) {
+        return refusal.into_response();
     }
+    let (parts, body) = request.into_parts();
+    let client = parts.extensions.get::<ClientAddr>().copied().map(Extension);
+    search(State(state), Path(provider), client, parts.headers, body).await.into_response()
 }
 
-/// The provider segment of a search request the direct path takes: `POST`, exactly
-/// `/nexent/v1/{provider}/search`, a segment with no `%` (which axum's `Path` would decode).
-fn search_path_provider<'a>(method: &Method, path: &'a str) -> Option<&'a str> {
-    if method != Method::POST {
-        return None;
-    }
-    let provider = path.strip_prefix("/nexent/v1/")?.strip_suffix("/search")?;
-    (!provider.is_empty() && !provider.contains(['/', '%'])).then_some(provider)
-}
-
-/// `response` with the `content-length` axum's router sets on an answer whose size is known
-/// (axum 0.8.9 `routing/route.rs`, `set_content_length`), so both paths send the same head.
-fn with_content_length(mut response: Response) -> Response {
-    if !response.headers().contains_key(header::CONTENT_LENGTH)
-        && let Some(size) = response.body().size_hint().exact()
-    {
-        response.headers_mut().insert(header::CONTENT_LENGTH, HeaderValue::from(size));
-    }
-    response
+/// The host and origin rules of this surface: the same as MCP's.
+pub fn head_rules(http: &McpHttpConfig) -> http_checks::HeadRules {
+    http_checks::HeadRules::new(&http.effective_hosts(), &http.allowed_origins)
 }
 
 /// Why a request is refused before anything else looks at it: an authority or `Origin` the

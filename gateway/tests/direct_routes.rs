@@ -1,7 +1,7 @@
-//! The data listener's direct Nexent search route (`nexent::direct_search`) answers every request
-//! exactly as the router does: the same status, headers in the same order, and body bytes, for
-//! answers and every refusal, with requests it takes and requests it hands back to the router.
-//! Real local upstreams answer the searches.
+//! The routes the data listener takes before the router (`server::data_routes`: Nexent search and
+//! `POST /mcp/{provider}`) answer every request exactly as the router does: the same status,
+//! headers in the same order, and body bytes, for answers and every refusal, with requests they
+//! take and requests they hand back to the router. Real local upstreams answer the searches.
 
 mod ingest_support;
 mod support;
@@ -34,6 +34,7 @@ fn provider(name: &str, origin: &str, change: impl FnOnce(&mut Provider)) -> (St
     let target = ingest_support::target(origin, "", scope, CREDENTIAL, Duration::from_secs(5));
     let mut provider = ingest_support::provider(name, "mem0-oss-rest-2026-08", target);
     provider.access.anonymous = true;
+    provider.mcp = true;
     change(&mut provider);
     (name.to_string(), Arc::new(provider))
 }
@@ -65,7 +66,7 @@ async fn parts(response: Response<Body>) -> (u16, Vec<(String, String)>, Vec<u8>
 type Case<'a> = (&'a str, &'a str, Vec<(&'a str, &'a str)>, &'a str, bool);
 
 #[tokio::test]
-async fn the_direct_search_route_answers_byte_for_byte_as_the_router() {
+async fn the_direct_routes_answer_byte_for_byte_as_the_router() {
     let results = Server::always(Reply::json(&json!({"results": [
         {"id": "m0", "memory": "memory \"0\"\n", "score": 0.9, "updated_at": "2026-08-02T00:00:00Z",
          "metadata": {"title": "T", "uri": "https://example.test/0"}},
@@ -86,7 +87,10 @@ async fn the_direct_search_route_answers_byte_for_byte_as_the_router() {
         provider("p", &results.origin(), |_| {}),
         provider("busy", &busy.origin(), |_| {}),
         provider("gone", &closed, |_| {}),
-        provider("ingest-only", &results.origin(), |p| p.nexent_search = false),
+        provider("ingest-only", &results.origin(), |p| {
+            p.nexent_search = false;
+            p.mcp = false;
+        }),
         provider("keyed", &results.origin(), |p| {
             p.access.anonymous = false;
             p.access.bearer_token = Some(credential_value("test", TOKEN.as_bytes()).expect("token"));
@@ -100,8 +104,7 @@ async fn the_direct_search_route_answers_byte_for_byte_as_the_router() {
         Settings::default(),
     ));
     let http = McpHttpConfig { allowed_hosts: Vec::new(), allowed_origins: vec!["https://app.example".into()] };
-    let router = server::app(Arc::clone(&state), http.clone());
-    let direct = server::direct(Arc::clone(&state), &http);
+    let (router, direct) = server::data_routes(Arc::clone(&state), http.clone());
 
     let json = [("host", "localhost:8080"), ("content-type", "application/json")];
     let bearer = format!("Bearer {TOKEN}");
@@ -157,6 +160,55 @@ async fn the_direct_search_route_answers_byte_for_byte_as_the_router() {
         ("POST", "/nexent/v1/p/ingest", json.to_vec(), r#"{"idempotency_key":"k","units":[]}"#, false),
         ("GET", "/healthz", vec![("host", "localhost")], "", false),
     ];
+    let mut cases = cases;
+    let mcp_bodies = [
+        r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"context_search","arguments":{"query":"where is it"}}}"#,
+        r#"{"jsonrpc":"2.0","id":"a","method":"tools/call","params":{"name":"context_search","arguments":{"query":"  "}}}"#,
+        r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"other","arguments":{"query":"q"}}}"#,
+        r#"{"jsonrpc":"2.0","id":3,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#,
+        r#"{"jsonrpc":"2.0","id":4,"method":"tools/list"}"#,
+        r#"{"jsonrpc":"2.0","id":5,"method":"ping"}"#,
+        r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+        r#"{"jsonrpc":"2.0","id":6,"method":"prompts/list"}"#,
+        "{not json",
+        r#"{"hello":"world"}"#,
+    ];
+    let mcp = [
+        ("host", "localhost"),
+        ("content-type", "application/json"),
+        ("accept", "application/json, text/event-stream"),
+    ];
+    for body in mcp_bodies {
+        for version in ["2025-06-18", "2025-11-25"] {
+            let headers = [&mcp[..], &[("mcp-protocol-version", version)]].concat();
+            for provider in ["/mcp/p", "/mcp/busy", "/mcp/gone", "/mcp/nobody", "/mcp/ingest-only", "/mcp/keyed"] {
+                cases.push(("POST", provider, headers.clone(), body, true));
+            }
+            cases.push((
+                "POST",
+                "/mcp/keyed",
+                [&headers[..], &[("authorization", bearer.as_str())]].concat(),
+                body,
+                true,
+            ));
+            cases.push(("POST", "/mcp/p", [&headers[..], &[("origin", "https://evil.example")]].concat(), body, true));
+            cases.push((
+                "POST",
+                "/mcp/p",
+                vec![("host", "evil.example"), ("content-type", "application/json")],
+                body,
+                true,
+            ));
+            cases.push(("POST", "/mcp/%70", headers.clone(), body, false));
+        }
+    }
+    cases.push(("POST", "/mcp/p", vec![("host", "localhost"), ("content-type", "text/plain")], "{}", true));
+    cases.push(("POST", "/mcp/p", mcp[..2].to_vec(), mcp_bodies[0], true));
+    cases.push(("GET", "/mcp/p", mcp.to_vec(), "", false));
+    cases.push(("DELETE", "/mcp/p", mcp.to_vec(), "", false));
+    cases.push(("POST", "/mcp/", mcp.to_vec(), mcp_bodies[0], false));
+    cases.push(("POST", "/mcp/p/x", mcp.to_vec(), mcp_bodies[0], false));
+    let mut statuses = std::collections::BTreeSet::new();
     for (method, target, headers, body, taken) in cases {
         let routed =
             parts(router.clone().oneshot(request(method, target, &headers, body)).await.expect("routed")).await;
@@ -171,6 +223,7 @@ async fn the_direct_search_route_answers_byte_for_byte_as_the_router() {
             }
         };
         let answered = parts(answered).await;
+        statuses.insert(answered.0);
         assert_eq!(
             answered,
             routed,
@@ -179,5 +232,7 @@ async fn the_direct_search_route_answers_byte_for_byte_as_the_router() {
             String::from_utf8_lossy(&routed.2)
         );
     }
-    assert!(results.requests().len() >= 10, "the searches reached the upstream");
+    assert!(results.requests().len() >= 20, "the searches reached the upstream");
+    let expected = [200, 202, 400, 401, 403, 404, 405, 406, 415, 429, 502];
+    assert!(expected.iter().all(|s| statuses.contains(s)), "answers compared: {statuses:?}");
 }
