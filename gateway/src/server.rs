@@ -11,6 +11,11 @@
 //! | `GET /metrics` | OpenMetrics text ([`crate::metrics`]) |
 //! | `GET /.well-known/oauth-protected-resource[/mcp/{provider}]` | RFC 9728 metadata of OIDC providers ([`crate::oauth_resource`]) |
 //!
+//! The two routes that carry the load, `POST /nexent/v1/{provider}/search` and
+//! `POST /mcp/{provider}`, are also taken by the data listener before the router
+//! ([`data_routes`]): the same layers and handlers in the same order, without the router's
+//! per-request work.
+//!
 //! `/healthz`, `/readyz` and `/metrics` are also the whole of [`admin_app`], served on the admin port when one is
 //! configured; on the data port they stay for compatibility and for load balancers that check the
 //! data path itself (they answer from memory and hold nothing a tenant could not already learn).
