@@ -16,7 +16,7 @@ use futures::future::BoxFuture;
 use tokio::time::Instant;
 use tracing::Instrument;
 
-use crate::audit::{AuditOutcome, Auditor, CallFacts, ScopeIds, Units, refusal_outcome};
+use crate::audit::{AuditOutcome, Auditor, CallFacts, Units, refusal_outcome};
 use crate::auth::{Authenticator, Caller};
 use crate::config::{ConfigHandle, Provider};
 use crate::engine::{Engine, EngineError, Item, Target};
@@ -192,18 +192,19 @@ impl AppState {
         operation: Operation,
     ) -> Result<Vec<Item>, EngineError> {
         let span = telemetry::provider_span(operation, &provider.name);
+        // Before the recording, which borrows its scope ids once they are sent.
+        let target = target_for(provider, caller);
         let mut record = Recording::start(self, provider, operation, &span, caller);
         record.facts.query = Some(query);
         let _admission = match self.limiter.admit_search(provider, caller).await {
             Ok(admission) => admission,
             Err(limited) => return Err(record.limited(limited)),
         };
-        let target = target_for(provider, caller);
-        record.facts.scope = target.as_deref().map(|t| ScopeIds::from(&t.scope));
-        let result = match target {
+        record.facts.scope = target.as_deref().map(|t| &t.scope);
+        let result = match target.as_deref() {
             Some(target) => {
                 let key = provider.key();
-                let search = self.engine.search(&key, &target, &provider.dialect, provider.encoding, query, limit);
+                let search = self.engine.search(&key, target, &provider.dialect, provider.encoding, query, limit);
                 search.instrument(span.clone()).await
             }
             None => Err(EngineError::InvalidRequest),
@@ -234,6 +235,8 @@ impl AppState {
     ) -> Result<IngestResult, IngestError> {
         let operation = Operation::NexentIngest;
         let span = telemetry::provider_span(operation, &provider.name);
+        // Before the recording, which borrows its scope ids once they are sent.
+        let target = target_for(provider, caller);
         let mut record = Recording::start(self, provider, operation, &span, caller);
         let key = &request.idempotency_key;
         let valid_key = !key.is_empty() && key.chars().count() <= crate::ingest::MAX_KEY_CHARS;
@@ -245,14 +248,13 @@ impl AppState {
                 return Err(IngestError::Upstream { error: record.limited(limited), accepted_before: 0 });
             }
         };
-        let target = target_for(provider, caller);
-        record.facts.scope = target.as_deref().map(|t| ScopeIds::from(&t.scope));
-        let result = match target {
+        record.facts.scope = target.as_deref().map(|t| &t.scope);
+        let result = match target.as_deref() {
             Some(target) => {
                 crate::ingest::ingest_controlled(
                     &self.engine,
                     provider,
-                    &target,
+                    target,
                     self.ledger.0.as_ref(),
                     request,
                     control,

@@ -143,7 +143,7 @@ pub struct CallFacts<'a> {
     /// The caller, `None` when refused before it was verified.
     pub caller: Option<&'a Caller>,
     /// Scope ids sent upstream.
-    pub scope: Option<ScopeIds>,
+    pub scope: Option<&'a memgate_crds::Scope>,
     /// Error code of a failure or refusal.
     pub error_code: Option<&'static str>,
     /// Upstream HTTP status of a failure.
@@ -219,7 +219,7 @@ impl Auditor {
             operation,
             caller,
             caller_kind,
-            scope: facts.scope,
+            scope: facts.scope.map(ScopeIds::from),
             outcome,
             error_code: facts.error_code,
             upstream_status: facts.upstream_status,

@@ -33,7 +33,7 @@ use super::destination::{GuardedResolver, refused_url};
 use super::error::EngineError;
 use super::http1::Http1Pool;
 use super::normalize::{Item, normalize};
-use super::request::{Target, UpstreamRequest, build_search_request};
+use super::request::{HeaderText, Target, UpstreamRequest, build_search_request};
 use crate::held_bytes::{HeldBytes, UNCOUNTED_RESPONSE_BYTES};
 
 /// Largest accepted response body: 1 MiB.
@@ -319,10 +319,25 @@ impl Answer {
 }
 
 /// A header value as sent; credential headers are marked sensitive (never printed by hyper).
-fn header_value(name: &str, value: &str) -> Result<HeaderValue, EngineError> {
-    let mut value = HeaderValue::from_str(value).map_err(|_| EngineError::InvalidRequest)?;
+fn header_value(name: &str, value: &HeaderText) -> Result<HeaderValue, EngineError> {
+    let mut value = match value {
+        // One of `request`'s fixed texts: valid, and shared instead of copied.
+        HeaderText::Borrowed(text) => HeaderValue::from_static(text),
+        HeaderText::Owned(text) => HeaderValue::from_str(text).map_err(|_| EngineError::InvalidRequest)?,
+    };
     value.set_sensitive(name == "authorization" || name == "x-api-key");
     Ok(value)
+}
+
+/// The header called `name` (one of `request`'s lower-case names), without copying the name.
+fn header_name(name: &'static str) -> Result<http::HeaderName, EngineError> {
+    Ok(match name {
+        "accept" => http::header::ACCEPT,
+        "authorization" => http::header::AUTHORIZATION,
+        "content-type" => http::header::CONTENT_TYPE,
+        "x-api-key" => http::HeaderName::from_static("x-api-key"),
+        other => http::HeaderName::from_bytes(other.as_bytes()).map_err(|_| EngineError::InvalidRequest)?,
+    })
 }
 
 /// The least time a call of `timeout` must have left when it gets its permit to be sent upstream:
@@ -412,7 +427,7 @@ fn http1_request(request: &UpstreamRequest) -> Result<http::Request<Full<hyper::
     headers.reserve(request.headers.len() + 1);
     for (name, value) in &request.headers {
         let value = header_value(name, value)?;
-        headers.append(http::HeaderName::from_bytes(name.as_bytes()).map_err(|_| EngineError::InvalidRequest)?, value);
+        headers.append(header_name(name)?, value);
     }
     // `host[:port]` as written (the URL leaves out a scheme's default port), as hyper-util sets it.
     let host = &request.url[url::Position::BeforeHost..url::Position::AfterPort];
@@ -560,9 +575,9 @@ mod tests {
         let body =
             (method == SearchMethod::Post).then(|| serde_json::json!({"query": "q ü", "user_id": "u", "limit": 5}));
         let mut headers =
-            vec![("accept", "application/json".to_string()), ("authorization", "Token s3cret".to_string())];
+            vec![("accept", HeaderText::from("application/json")), ("authorization", "Token s3cret".into())];
         if body.is_some() {
-            headers.push(("content-type", "application/json".to_string()));
+            headers.push(("content-type", "application/json".into()));
         }
         UpstreamRequest {
             method,

@@ -7,6 +7,7 @@
 //! limit field, `threshold`, `rerank`. A GET request never has a body; a POST request always has a
 //! JSON object body (possibly `{}`) and `content-type: application/json`.
 
+use std::borrow::Cow;
 use std::fmt::{self, Write as _};
 
 use memgate_crds::validation::{Credential, join_url};
@@ -41,10 +42,33 @@ pub struct UpstreamRequest {
     /// Absolute URL including the query string.
     pub url: url::Url,
     /// Every header memgate sets, in sending order (lower-case names).
-    pub headers: Vec<(&'static str, String)>,
+    pub headers: Vec<(&'static str, HeaderText)>,
     /// JSON body; always `Some` for POST, always `None` for GET.
     pub body: Option<JsonBody>,
 }
+
+/// A header's value: one of this module's fixed texts, or built for the call (the credential's).
+pub type HeaderText = Cow<'static, str>;
+
+/// The headers of every upstream request, in sending order: `accept`, the credential's header for
+/// `auth`, and `content-type` when the request has a (JSON) body.
+pub fn upstream_headers(credential: &Credential, auth: AuthScheme, with_body: bool) -> Vec<(&'static str, HeaderText)> {
+    let credential = credential.expose();
+    let auth_header = match auth {
+        AuthScheme::AuthorizationToken => ("authorization", format!("Token {credential}")),
+        AuthScheme::AuthorizationBearer => ("authorization", format!("Bearer {credential}")),
+        AuthScheme::XApiKey => ("x-api-key", credential.to_string()),
+    };
+    let mut headers = Vec::with_capacity(3);
+    headers.push(("accept", HeaderText::Borrowed(JSON)));
+    headers.push((auth_header.0, HeaderText::Owned(auth_header.1)));
+    if with_body {
+        headers.push(("content-type", HeaderText::Borrowed(JSON)));
+    }
+    headers
+}
+
+const JSON: &str = "application/json";
 
 /// A request's JSON body, serialised once when the request is built.
 #[derive(Clone, PartialEq, Eq)]
@@ -84,7 +108,7 @@ impl fmt::Debug for UpstreamRequest {
         let headers: Vec<(&str, &str)> = self
             .headers
             .iter()
-            .map(|(name, value)| (*name, if is_credential_header(name) { "<redacted>" } else { value.as_str() }))
+            .map(|(name, value)| (*name, if is_credential_header(name) { "<redacted>" } else { value.as_ref() }))
             .collect();
         f.debug_struct("UpstreamRequest")
             .field("method", &self.method)
@@ -254,17 +278,10 @@ pub fn build_search_request(
         url.query_pairs_mut().extend_pairs(pairs.iter().map(|(k, v)| (*k, v.as_str())));
     }
 
-    let credential = target.credential.expose();
-    let auth_header = match auth {
-        AuthScheme::AuthorizationToken => ("authorization", format!("Token {credential}")),
-        AuthScheme::AuthorizationBearer => ("authorization", format!("Bearer {credential}")),
-        AuthScheme::XApiKey => ("x-api-key", credential.to_string()),
-    };
-    let mut headers = vec![("accept", "application/json".to_string()), auth_header];
+    let headers = upstream_headers(&target.credential, auth, !is_get);
     let body = if is_get {
         None
     } else {
-        headers.push(("content-type", "application/json".to_string()));
         if !filters.is_empty() {
             root.member("filters").push_str(&filters.finish());
         }
@@ -342,7 +359,10 @@ mod tests {
         assert_eq!(request.body, None);
         assert_eq!(
             request.headers,
-            vec![("accept", "application/json".to_string()), ("authorization", "Bearer s3cret".to_string())]
+            vec![
+                ("accept", HeaderText::from("application/json")),
+                ("authorization", HeaderText::from("Bearer s3cret"))
+            ]
         );
     }
 
@@ -385,7 +405,7 @@ mod tests {
             .expect("builds");
         assert_eq!(request.url.as_str(), "https://memory.example.com/tenant-a/v1/search/?query=q");
         assert_eq!(request.body.as_ref().map(JsonBody::value), Some(json!({})));
-        assert_eq!(request.headers[1], ("authorization", "Token s3cret".to_string()));
+        assert_eq!(request.headers[1], ("authorization", HeaderText::from("Token s3cret")));
 
         let search = spec(
             SearchMethod::Post,

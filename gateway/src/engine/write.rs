@@ -49,7 +49,7 @@ use tokio::time::{Instant, timeout_at};
 
 use super::client::{Answer, Engine};
 use super::error::EngineError;
-use super::request::{JsonBody, Target, UpstreamRequest};
+use super::request::{JsonBody, Target, UpstreamRequest, upstream_headers};
 
 /// Reason of a unit the upstream refused as invalid (400, 422).
 pub const REASON_INVALID: &str = "the upstream refused the unit as invalid";
@@ -130,14 +130,7 @@ pub fn build_add_request(
         );
     }
 
-    let credential = target.credential.expose();
-    let auth_header = match auth {
-        AuthScheme::AuthorizationToken => ("authorization", format!("Token {credential}")),
-        AuthScheme::AuthorizationBearer => ("authorization", format!("Bearer {credential}")),
-        AuthScheme::XApiKey => ("x-api-key", credential.to_string()),
-    };
-    let headers =
-        vec![("accept", "application/json".to_string()), auth_header, ("content-type", "application/json".to_string())];
+    let headers = upstream_headers(&target.credential, auth, true);
     Ok(UpstreamRequest {
         method: SearchMethod::Post,
         url,
@@ -252,6 +245,7 @@ mod tests {
     use memgate_crds::validation::credential_value;
 
     use super::*;
+    use crate::engine::request::HeaderText;
 
     fn target(scope: Scope) -> Target {
         Target {
@@ -292,9 +286,9 @@ mod tests {
         assert_eq!(
             request.headers,
             vec![
-                ("accept", "application/json".to_string()),
-                ("x-api-key", "s3cret".to_string()),
-                ("content-type", "application/json".to_string())
+                ("accept", HeaderText::from("application/json")),
+                ("x-api-key", HeaderText::from("s3cret")),
+                ("content-type", HeaderText::from("application/json"))
             ]
         );
     }
@@ -308,7 +302,7 @@ mod tests {
             request.body.as_ref().map(JsonBody::value),
             Some(json!({"messages": [{"role": "user", "content": "Café ☕ <b>"}], "infer": false}))
         );
-        assert_eq!(request.headers[1], ("authorization", "Token s3cret".to_string()));
+        assert_eq!(request.headers[1], ("authorization", HeaderText::from("Token s3cret")));
         assert!(!format!("{request:?}").contains("s3cret"));
     }
 

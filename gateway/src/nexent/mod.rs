@@ -125,7 +125,7 @@ fn browser_shaped(request: &axum::extract::Request, rules: &http_checks::HeadRul
 
 /// One Nexent `MemorySearchResult`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct SearchResult {
+pub struct SearchResult<'a> {
     /// The upstream id.
     pub external_id: String,
     /// The memory text.
@@ -133,7 +133,7 @@ pub struct SearchResult {
     /// The upstream score; 0.0 when it gave none.
     pub score: f64,
     /// The provider name.
-    pub source: String,
+    pub source: &'a str,
     /// Always true.
     pub is_external: bool,
     /// Optional safe fields.
@@ -154,7 +154,7 @@ pub struct ResultMetadata {
     pub updated_at: Option<String>,
 }
 
-impl SearchResult {
+impl<'a> SearchResult<'a> {
     /// Bytes of its strings (its JSON is at least this long, plus keys and punctuation).
     fn text_bytes(&self) -> usize {
         let metadata = [&self.metadata.title, &self.metadata.uri, &self.metadata.updated_at];
@@ -165,12 +165,12 @@ impl SearchResult {
     }
 
     /// The Nexent form of an engine item from provider `source`.
-    pub fn from_item(item: Item, source: &str) -> SearchResult {
+    pub fn from_item(item: Item, source: &'a str) -> SearchResult<'a> {
         SearchResult {
             external_id: item.id,
             content: item.content,
             score: item.score.unwrap_or(0.0),
-            source: source.to_string(),
+            source,
             is_external: true,
             metadata: ResultMetadata { title: item.title, uri: item.uri, updated_at: item.updated_at },
         }
@@ -361,14 +361,14 @@ fn render_json(value: &impl Serialize, size: usize) -> Option<Vec<u8>> {
 
 /// The buffer size [`render_results`] starts from for `results`: their strings, plus room for
 /// keys, punctuation and a score per item.
-fn results_size(results: &[SearchResult]) -> usize {
+fn results_size(results: &[SearchResult<'_>]) -> usize {
     results.iter().map(SearchResult::text_bytes).sum::<usize>() + 128 * results.len() + 2
 }
 
 /// `results` as JSON, the bytes serde_json writes for them (held equal by the tests), written
 /// straight into one buffer of about their length: no serializer state per field, the strings
 /// escaped eight plain bytes at a time. Grown and shrunk as [`render_json`] does.
-fn render_results(results: &[SearchResult]) -> Vec<u8> {
+fn render_results(results: &[SearchResult<'_>]) -> Vec<u8> {
     let mut out = String::with_capacity(results_size(results));
     out.push('[');
     for (at, result) in results.iter().enumerate() {
@@ -385,7 +385,7 @@ fn render_results(results: &[SearchResult]) -> Vec<u8> {
             None => out.push_str("null"),
         }
         out.push_str(",\"source\":");
-        push_json_string(&mut out, &result.source);
+        push_json_string(&mut out, result.source);
         out.push_str(",\"is_external\":");
         out.push_str(if result.is_external { "true" } else { "false" });
         out.push_str(",\"metadata\":{");
@@ -452,7 +452,7 @@ mod tests {
 
     use super::*;
 
-    fn result(content: String, title: Option<&str>) -> SearchResult {
+    fn result(content: String, title: Option<&str>) -> SearchResult<'static> {
         let item = Item {
             id: "mem-1".into(),
             content,
@@ -505,7 +505,7 @@ mod tests {
                     external_id: format!("id-{at}-{text}"),
                     content: text.repeat(at + 1),
                     score,
-                    source: text.to_string(),
+                    source: text,
                     is_external: mask % 2 == 0,
                     metadata: ResultMetadata { title: field(1), uri: field(2), updated_at: field(4) },
                 });
