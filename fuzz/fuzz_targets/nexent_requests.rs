@@ -82,6 +82,7 @@ fuzz_target!(|body: &[u8]| {
         credential: credential_value("credential", MARKER.as_bytes()).expect("valid credential"),
         timeout: std::time::Duration::from_secs(5),
         max_in_flight: None,
+        urls: memgate_gateway::engine::UrlCache::default(),
     };
     for unit in request.units.iter().take(8) {
         let add = AddUnit { event_id: &unit.event_id, unit_type: &unit.unit_type, content: &unit.unit_content };

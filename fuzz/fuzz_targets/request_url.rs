@@ -47,6 +47,7 @@ fuzz_target!(|text: &str| {
         credential,
         timeout: std::time::Duration::from_secs(5),
         max_in_flight: None,
+        urls: memgate_gateway::engine::UrlCache::default(),
     };
 
     let is_get = search.method == SearchMethod::Get;

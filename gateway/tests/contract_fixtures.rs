@@ -114,6 +114,7 @@ async fn every_builtin_search_fixture_matches_the_contract() {
                 credential,
                 timeout: Duration::from_secs(30),
                 max_in_flight: None,
+                urls: memgate_gateway::engine::UrlCache::default(),
             };
             replay(&engine, &builtin.spec, builtin.content_encoding, fixture, target).await;
             replayed += 1;

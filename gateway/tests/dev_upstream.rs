@@ -421,6 +421,7 @@ async fn memgate_engine_searches_the_dev_upstream() {
         credential: credential_value("dev", KEY.as_bytes()).expect("credential"),
         timeout: Duration::from_secs(30),
         max_in_flight: None,
+        urls: memgate_gateway::engine::UrlCache::default(),
     };
     let items = engine
         .search("dev", &target, &builtin.spec, builtin.content_encoding, "release checklist", 5)

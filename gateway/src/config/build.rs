@@ -16,7 +16,7 @@ use memgate_presets::ContentEncoding;
 use serde_json::Value;
 
 use super::model::{Access, Provider, Snapshot};
-use crate::engine::Target;
+use crate::engine::{Target, UrlCache};
 
 /// Why a config could not be built: one line per problem, naming the document and the field.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -125,6 +125,7 @@ fn resolve(provider: &MemoryProvider, bundle: &Bundle) -> Result<Provider, Viola
                 .and_then(|limits| limits.upstream)
                 .and_then(|upstream| upstream.max_in_flight)
                 .and_then(|n| usize::try_from(n).ok()),
+            urls: UrlCache::default(),
         },
         mcp: spec.mcp.enabled,
         nexent_search: spec.nexent.search,

@@ -22,5 +22,5 @@ pub mod write;
 pub use client::{DEFAULT_PERMITS_PER_PROVIDER, Engine, EngineConfig, EngineInitError, MAX_RESPONSE_BYTES};
 pub use error::{EngineError, ErrorCode, Severity};
 pub use normalize::{Item, normalize};
-pub use request::{JsonBody, Target, UpstreamRequest, build_search_request};
+pub use request::{JsonBody, Target, UpstreamRequest, UrlCache, build_search_request};
 pub use write::{AddUnit, WriteOutcome, build_add_request};

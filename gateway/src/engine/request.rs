@@ -9,6 +9,7 @@
 
 use std::borrow::Cow;
 use std::fmt::{self, Write as _};
+use std::sync::OnceLock;
 
 use memgate_crds::validation::{Credential, join_url};
 use memgate_crds::{AuthScheme, IdLocation, LimitField, QueryLocation, Scope, SearchMethod, SearchSpec};
@@ -32,6 +33,43 @@ pub struct Target {
     /// `spec.limits.upstream.maxInFlight`: the provider's upstream requests in flight at once in
     /// this replica; `None` leaves the engine's default ([`super::client::EngineConfig`]).
     pub max_in_flight: Option<usize>,
+    /// The URLs of [`Target::url`], parsed once (start with `UrlCache::default()`).
+    pub urls: UrlCache,
+}
+
+/// The URLs a target's requests go to, each parsed once: those of the first two paths asked for
+/// (a provider has two, its search path and its write path; any other is parsed per call).
+#[derive(Debug, Clone, Default)]
+pub struct UrlCache([OnceLock<(String, url::Url)>; 2]);
+
+impl Target {
+    /// `origin + basePath + path` as a URL, parsed on first use and cloned after;
+    /// [`EngineError::InvalidRequest`] when it does not parse or has a query or fragment (both
+    /// ruled out by validation).
+    pub fn url(&self, path: &str) -> Result<url::Url, EngineError> {
+        for slot in &self.urls.0 {
+            match slot.get() {
+                Some((cached, url)) if cached == path => return Ok(url.clone()),
+                Some(_) => continue,
+                None => {
+                    let built = self.parse_url(path)?;
+                    let (cached, url) = slot.get_or_init(|| (path.to_string(), built.clone()));
+                    // Another call may have filled the slot with its own path meanwhile.
+                    return Ok(if cached == path { url.clone() } else { built });
+                }
+            }
+        }
+        self.parse_url(path)
+    }
+
+    fn parse_url(&self, path: &str) -> Result<url::Url, EngineError> {
+        let url =
+            url::Url::parse(&join_url(&self.origin, &self.base_path, path)).map_err(|_| EngineError::InvalidRequest)?;
+        if url.query().is_some() || url.fragment().is_some() {
+            return Err(EngineError::InvalidRequest);
+        }
+        Ok(url)
+    }
 }
 
 /// One fully built upstream request.
@@ -269,11 +307,7 @@ pub fn build_search_request(
         put(extra, "rerank", Scalar::Flag(rerank))?;
     }
 
-    let joined = join_url(&target.origin, &target.base_path, &search.path);
-    let mut url = url::Url::parse(&joined).map_err(|_| EngineError::InvalidRequest)?;
-    if url.query().is_some() || url.fragment().is_some() {
-        return Err(EngineError::InvalidRequest);
-    }
+    let mut url = target.url(&search.path)?;
     if !pairs.is_empty() {
         url.query_pairs_mut().extend_pairs(pairs.iter().map(|(k, v)| (*k, v.as_str())));
     }
@@ -305,6 +339,7 @@ mod tests {
             credential: credential_value("test", b"s3cret").expect("valid credential"),
             timeout: std::time::Duration::from_secs(5),
             max_in_flight: None,
+            urls: UrlCache::default(),
         }
     }
 
@@ -319,6 +354,26 @@ mod tests {
             limit_field: limit,
             threshold: None,
             rerank: None,
+        }
+    }
+
+    /// A target's URLs are parsed once for its first two paths and are the same URLs as parsed
+    /// each time: for those paths, for any further path, and after a clone of the target.
+    #[test]
+    fn a_targets_urls_are_parsed_once_and_equal_to_fresh_parses() {
+        let target = target(Scope::default());
+        let fresh =
+            |path: &str| url::Url::parse(&join_url("https://memory.example.com/", "/tenant-a/", path)).expect("parses");
+        for round in 0..3 {
+            for path in ["/v1/search/", "/v1/memories/", "/v2/other", "/v1/search/"] {
+                assert_eq!(target.url(path).expect("url"), fresh(path), "round {round}: {path}");
+            }
+        }
+        let cached: Vec<&str> = target.urls.0.iter().filter_map(|slot| slot.get()).map(|(p, _)| p.as_str()).collect();
+        assert_eq!(cached, ["/v1/search/", "/v1/memories/"]);
+        assert_eq!(target.clone().url("/v2/other").expect("url"), fresh("/v2/other"));
+        for refused in ["/v1/search?x=1", "/v1/search#f"] {
+            assert_eq!(target.url(refused), Err(EngineError::InvalidRequest), "{refused}");
         }
     }
 

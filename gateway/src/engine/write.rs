@@ -40,7 +40,6 @@
 //! A reason is fixed text: it never contains the upstream body, the content, the URL or the
 //! credential.
 
-use memgate_crds::validation::join_url;
 use memgate_crds::{AuthScheme, SearchMethod};
 use memgate_presets::{WriteAnswer, WriteContract};
 use reqwest::header::HeaderValue;
@@ -107,11 +106,7 @@ pub fn build_add_request(
     contract: &WriteContract,
     unit: &AddUnit<'_>,
 ) -> Result<UpstreamRequest, EngineError> {
-    let url = url::Url::parse(&join_url(&target.origin, &target.base_path, &contract.path))
-        .map_err(|_| EngineError::InvalidRequest)?;
-    if url.query().is_some() || url.fragment().is_some() {
-        return Err(EngineError::InvalidRequest);
-    }
+    let url = target.url(&contract.path)?;
 
     let mut body = Map::new();
     body.insert("messages".into(), json!([{"role": "user", "content": unit.content}]));
@@ -245,7 +240,7 @@ mod tests {
     use memgate_crds::validation::credential_value;
 
     use super::*;
-    use crate::engine::request::HeaderText;
+    use crate::engine::request::{HeaderText, UrlCache};
 
     fn target(scope: Scope) -> Target {
         Target {
@@ -255,6 +250,7 @@ mod tests {
             credential: credential_value("test", b"s3cret").expect("valid credential"),
             timeout: std::time::Duration::from_secs(5),
             max_in_flight: None,
+            urls: UrlCache::default(),
         }
     }
 

@@ -394,6 +394,7 @@ mod tests {
     use serde_json::Map;
 
     use super::*;
+    use crate::engine::UrlCache;
 
     /// A provider writing to a port nothing listens on: any unit sent would fail `Connect`.
     fn unreachable_provider() -> std::sync::Arc<Provider> {
@@ -502,6 +503,7 @@ mod tests {
                 credential: memgate_crds::validation::credential_value("test", b"k").expect("credential"),
                 timeout: Duration::from_secs(5),
                 max_in_flight: None,
+                urls: UrlCache::default(),
             },
             mcp: false,
             nexent_search: true,

@@ -52,6 +52,7 @@ pub fn target(origin: &str, base_path: &str, scope: Scope, credential: &str, tim
         credential: credential_value("test", credential.as_bytes()).expect("valid credential"),
         timeout,
         max_in_flight: None,
+        urls: memgate_gateway::engine::UrlCache::default(),
     }
 }
 

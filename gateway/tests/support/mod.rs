@@ -161,6 +161,7 @@ pub fn target(origin: &str, base_path: &str, scope: Scope, timeout: Duration) ->
         credential: credential_value("test", CREDENTIAL.as_bytes()).expect("valid credential"),
         timeout,
         max_in_flight: None,
+        urls: memgate_gateway::engine::UrlCache::default(),
     }
 }
 
