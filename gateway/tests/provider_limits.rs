@@ -214,27 +214,37 @@ async fn two_replicas_on_one_redis_share_a_callers_limit_and_fall_back_per_repli
     Ok(())
 }
 
-#[tokio::test]
-async fn max_in_flight_bounds_what_one_replica_sends_the_upstream_at_once() -> Result<()> {
-    let (upstream, origin) = CountingUpstream::start(Duration::from_millis(300)).await;
-    let limits = "{upstream: {maxInFlight: 2}}";
-    let config = config_dir(&provider_yaml(&origin, "{anonymous: true}", limits))?;
+/// `calls` searches at once through a gateway whose provider has `maxInFlight: max_in_flight`,
+/// to an upstream answering after `delay`: every status, the most calls the upstream had at once,
+/// and the requests it saw.
+async fn searches_at_once(max_in_flight: u32, calls: usize, delay: Duration) -> Result<(Vec<u16>, usize, usize)> {
+    let (upstream, origin) = CountingUpstream::start(delay).await;
+    let limits = format!("{{upstream: {{maxInFlight: {max_in_flight}}}}}");
+    let config = config_dir(&provider_yaml(&origin, "{anonymous: true}", &limits))?;
     let logs = tempfile::tempdir()?;
     let gateway = Arc::new(Gateway::start(config.path(), logs.path(), &[], &[]).await);
-
-    let calls: Vec<_> = (0..6)
+    let calls: Vec<_> = (0..calls)
         .map(|_| {
             let gateway = Arc::clone(&gateway);
             tokio::spawn(async move { search(&gateway, None).await.status })
         })
         .collect();
+    let mut statuses = Vec::new();
     for call in calls {
-        let status = call.await?;
-        ensure!(status == 200, "six calls of 300 ms through two slots fit the 2.5 s wait: {status}");
+        statuses.push(call.await?);
     }
-    let most = upstream.most_in_flight.load(Ordering::SeqCst);
+    Ok((statuses, upstream.most_in_flight.load(Ordering::SeqCst), upstream.requests()))
+}
+
+#[tokio::test]
+async fn max_in_flight_bounds_what_one_replica_sends_the_upstream_at_once() -> Result<()> {
+    let (statuses, most, requests) = searches_at_once(2, 6, Duration::from_millis(300)).await?;
+    ensure!(
+        statuses.iter().all(|s| *s == 200),
+        "six calls of 300 ms through two slots fit the 2.5 s wait: {statuses:?}"
+    );
     ensure!(most == 2, "the upstream saw {most} calls at once");
-    ensure!(upstream.requests() == 6, "{}", upstream.requests());
+    ensure!(requests == 6, "{requests}");
     Ok(())
 }
 
@@ -242,24 +252,10 @@ async fn max_in_flight_bounds_what_one_replica_sends_the_upstream_at_once() -> R
 /// what reaches the upstream: the default is not a second, lower bound behind it.
 #[tokio::test]
 async fn max_in_flight_above_the_default_is_reached() -> Result<()> {
-    let (upstream, origin) = CountingUpstream::start(Duration::from_millis(600)).await;
-    let limits = "{upstream: {maxInFlight: 24}}";
-    let config = config_dir(&provider_yaml(&origin, "{anonymous: true}", limits))?;
-    let logs = tempfile::tempdir()?;
-    let gateway = Arc::new(Gateway::start(config.path(), logs.path(), &[], &[]).await);
-
-    let calls: Vec<_> = (0..24)
-        .map(|_| {
-            let gateway = Arc::clone(&gateway);
-            tokio::spawn(async move { search(&gateway, None).await.status })
-        })
-        .collect();
-    for call in calls {
-        let status = call.await?;
-        ensure!(status == 200, "24 calls through 24 slots: {status}");
-    }
-    let most = upstream.most_in_flight.load(Ordering::SeqCst);
+    let (statuses, most, requests) = searches_at_once(24, 24, Duration::from_millis(600)).await?;
+    ensure!(statuses.iter().all(|s| *s == 200), "24 calls through 24 slots: {statuses:?}");
     ensure!(most == 24, "the upstream saw at most {most} calls at once");
+    ensure!(requests == 24, "{requests}");
     Ok(())
 }
 
