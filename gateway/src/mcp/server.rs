@@ -26,7 +26,7 @@ use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::{Value, json};
 
 use super::{ProviderName, ProviderSearch};
-use crate::profile::{ProfileOutput, SEARCH_LIMIT, normalize_query, render};
+use crate::profile::{ProfileOutput, SEARCH_LIMIT, normalize_query, render_owned};
 
 /// The one tool's name.
 pub const TOOL_NAME: &str = "context_search";
@@ -145,7 +145,7 @@ pub(crate) async fn context_search(
     };
     match search.search_in_request(provider, query, SEARCH_LIMIT, request).await {
         Ok(items) => {
-            let output = render(&items);
+            let output = render_owned(items);
             tracing::debug!(provider, outcome = "ok", items = output.items.len(), "context_search");
             Outcome::Found(output)
         }

@@ -12,7 +12,7 @@ mod render;
 pub use query::{MAX_QUERY_CHARS, QueryError, normalize_query};
 pub use render::{
     CONTENT_CAP, ID_CAP, MAX_ITEMS, MAX_TEXT_UTF16_UNITS, NOTICE, ProfileItem, ProfileOutput, TITLE_CAP,
-    UPDATED_AT_CAP, URI_CAP, render,
+    UPDATED_AT_CAP, URI_CAP, render, render_owned,
 };
 
 /// Append `text` to `out` as a JSON string literal, escaped exactly as serde_json escapes it (`"`,

@@ -67,6 +67,20 @@ impl ProfileItem {
             updated_at: item.updated_at.as_deref().and_then(|updated_at| cap(updated_at, UPDATED_AT_CAP)),
         })
     }
+
+    /// [`ProfileItem::capped`] keeping `item`'s strings (cut in place) instead of copying them.
+    fn capped_owned(item: Item) -> Option<ProfileItem> {
+        let id = cap_owned(item.id, ID_CAP)?;
+        let content = cap_owned(item.content, CONTENT_CAP)?;
+        Some(ProfileItem {
+            id,
+            content,
+            title: item.title.and_then(|title| cap_owned(title, TITLE_CAP)),
+            uri: item.uri.and_then(|uri| cap_owned(uri, URI_CAP)),
+            score: item.score.filter(|score| score.is_finite()),
+            updated_at: item.updated_at.and_then(|updated_at| cap_owned(updated_at, UPDATED_AT_CAP)),
+        })
+    }
 }
 
 /// The result of one search, ready for `structuredContent` and the single text block.
@@ -116,16 +130,27 @@ impl ProfileOutput {
 /// The text is written once, item by item: each item's text is appended and measured, and taken
 /// back only when it does not fit.
 pub fn render(items: &[Item]) -> ProfileOutput {
+    render_candidates(items.iter().map(ProfileItem::capped))
+}
+
+/// [`render`] taking the items, whose strings are then kept (cut in place) instead of copied.
+pub fn render_owned(items: Vec<Item>) -> ProfileOutput {
+    render_candidates(items.into_iter().map(ProfileItem::capped_owned))
+}
+
+/// [`render`] over the items already capped (`None`: an item without id or content), taken only
+/// as far as the result needs them.
+fn render_candidates(candidates: impl Iterator<Item = Option<ProfileItem>>) -> ProfileOutput {
     let mut kept: Vec<ProfileItem> = Vec::with_capacity(MAX_ITEMS);
     let mut text = String::with_capacity(2048);
     text.push_str(&TEXT_PREFIX);
     // UTF-16 units of the text once its tail is written.
     let mut units = *FIXED_UNITS;
-    for item in items {
+    for candidate in candidates {
         if kept.len() == MAX_ITEMS {
             break;
         }
-        let Some(candidate) = ProfileItem::capped(item) else {
+        let Some(candidate) = candidate else {
             continue;
         };
         let separator = usize::from(!kept.is_empty());
@@ -325,13 +350,21 @@ fn utf16_len(text: &str) -> usize {
 
 /// The first `max` code points of `text`, or `None` when `text` is empty.
 fn cap(text: &str, max: usize) -> Option<String> {
+    (!text.is_empty()).then(|| text[..cap_end(text, max)].to_string())
+}
+
+/// [`cap`] cutting `text` in place.
+fn cap_owned(mut text: String, max: usize) -> Option<String> {
     if text.is_empty() {
         return None;
     }
-    Some(match text.char_indices().nth(max) {
-        Some((end, _)) => text[..end].to_string(),
-        None => text.to_string(),
-    })
+    text.truncate(cap_end(&text, max));
+    Some(text)
+}
+
+/// The byte length of `text`'s first `max` code points.
+fn cap_end(text: &str, max: usize) -> usize {
+    text.char_indices().nth(max).map_or(text.len(), |(end, _)| end)
 }
 
 #[cfg(test)]
@@ -809,6 +842,7 @@ mod tests {
                 .collect();
             let output = render(&items);
             assert_well_formed(&output);
+            assert_eq!(render_owned(items.clone()), output, "taking the items renders the same");
 
             // Kept items come from the valid inputs, in order, each a shrunk copy of its source.
             let valid: Vec<ProfileItem> = items.iter().filter_map(ProfileItem::capped).collect();
