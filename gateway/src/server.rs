@@ -67,7 +67,7 @@ pub fn data_routes(state: Arc<AppState>, mcp_http: mcp::McpHttpConfig) -> (Route
     let search: Arc<dyn mcp::ProviderSearch> = Arc::clone(&state) as Arc<dyn mcp::ProviderSearch>;
     let endpoint = mcp::Endpoint::new(search, mcp_http.clone());
     let nexent_rules = Arc::new(nexent::head_rules(&mcp_http));
-    let nexent_routes = nexent::router(&mcp_http);
+    let nexent_routes = nexent::router(Arc::clone(&nexent_rules));
     let mcp_routes = endpoint.router().route_layer(middleware::from_fn_with_state(Arc::clone(&state), mcp_guard));
     let own = Router::new()
         .route("/healthz", get(healthz))
@@ -87,8 +87,7 @@ pub fn data_routes(state: Arc<AppState>, mcp_http: mcp::McpHttpConfig) -> (Route
         if let Some(provider) = provider_segment(&request, "/mcp/", "") {
             let (state, endpoint) = (Arc::clone(&state), endpoint.clone());
             return DirectAnswer::Taken(routed_answer(request, move |request| async move {
-                let name = provider.clone();
-                guarded(&state, &name, request, move |request| endpoint.serve(provider, request)).await
+                guarded(&state, provider, request, move |request, provider| endpoint.serve(provider, request)).await
             }));
         }
         DirectAnswer::Declined(request)
@@ -146,17 +145,17 @@ pub async fn mcp_guard(
     request: Request,
     next: Next,
 ) -> Response {
-    guarded(&state, &provider, request, |request| next.run(request)).await
+    guarded(&state, provider, request, |request, _| next.run(request)).await
 }
 
-/// [`mcp_guard`] in front of `run`.
-async fn guarded<F, Fut>(state: &AppState, provider: &str, mut request: Request, run: F) -> Response
+/// [`mcp_guard`] for the provider called `name` in front of `run`, which is handed the name back.
+async fn guarded<F, Fut>(state: &AppState, name: String, mut request: Request, run: F) -> Response
 where
-    F: FnOnce(Request) -> Fut,
+    F: FnOnce(Request, String) -> Fut,
     Fut: Future<Output = Response>,
 {
     let started = Instant::now();
-    let Some(provider) = state.provider(provider).filter(|p| p.mcp) else {
+    let Some(provider) = state.provider(&name).filter(|p| p.mcp) else {
         return ApiError::not_found().into_response();
     };
     let refuse = |err: ApiError, caller: Option<&Caller>| {
@@ -185,7 +184,7 @@ where
     if let Some(slot) = &retry_after {
         request.extensions_mut().insert(slot.clone());
     }
-    let mut response = run(request).await;
+    let mut response = run(request, name).await;
     // A limit refused the tool call: its result is the profile's failure text, and, when the
     // transport answered with this HTTP response (not a stream opened before), `Retry-After`.
     if let Some(seconds) = retry_after.as_ref().and_then(RetryAfter::get) {

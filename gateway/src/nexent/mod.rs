@@ -53,11 +53,10 @@ pub const DEFAULT_LIMIT: u32 = 5;
 /// Largest accepted request body.
 pub const MAX_BODY_BYTES: usize = 1024 * 1024;
 
-/// The routes of this surface, behind the same `Host` and `Origin` rules as MCP (`http`) and a
+/// The routes of this surface, behind `rules` ([`head_rules`]: the same `Host` and `Origin` rules as MCP) and a
 /// JSON body requirement: a browser page (DNS rebinding onto a gateway on a developer's loopback,
 /// a `no-cors` form post) can reach neither.
-pub fn router(http: &McpHttpConfig) -> Router<Arc<AppState>> {
-    let rules = Arc::new(head_rules(http));
+pub fn router(rules: Arc<http_checks::HeadRules>) -> Router<Arc<AppState>> {
     Router::new()
         .route("/nexent/v1/{provider}/search", post(search))
         .route("/nexent/v1/{provider}/ingest", post(ingest::ingest))
