@@ -364,6 +364,10 @@ fn cap_owned(mut text: String, max: usize) -> Option<String> {
 
 /// The byte length of `text`'s first `max` code points.
 fn cap_end(text: &str, max: usize) -> usize {
+    // A code point takes at least one byte: a text of at most `max` bytes is whole (no walk).
+    if text.len() <= max {
+        return text.len();
+    }
     text.char_indices().nth(max).map_or(text.len(), |(end, _)| end)
 }
 
@@ -701,6 +705,16 @@ mod tests {
         assert_well_formed(&output);
         assert_eq!(output.items[1], fitting, "all optional fields dropped, content cut to 50 code points");
         assert_eq!(utf16_len(&output.text), MAX_TEXT_UTF16_UNITS);
+    }
+
+    #[test]
+    fn the_cap_ends_after_max_code_points_whether_or_not_the_text_is_short_in_bytes() {
+        for text in ["", "abc", "abcd", "é", "éé", "中文字", "a😀b", "😀😀😀"] {
+            for max in 0..6 {
+                let walked = text.char_indices().nth(max).map_or(text.len(), |(end, _)| end);
+                assert_eq!(cap_end(text, max), walked, "{text:?} capped at {max}");
+            }
+        }
     }
 
     #[test]
