@@ -15,6 +15,8 @@
 //! | `memgate_gateway_audit_events_dropped_total` | counter | audit events dropped: queue full or write failed (no labels) |
 //! | `memgate_gateway_runtime_alive_tasks` | gauge | tokio tasks alive in the gateway's runtime, read at scrape time (no labels) |
 
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use prometheus_client::encoding::EncodeLabelSet;
@@ -42,6 +44,15 @@ pub enum Operation {
 }
 
 impl Operation {
+    /// Its slot in a [`ProviderSeries`].
+    fn index(self) -> usize {
+        match self {
+            Operation::NexentSearch => 0,
+            Operation::McpContextSearch => 1,
+            Operation::NexentIngest => 2,
+        }
+    }
+
     /// The label value.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -166,8 +177,31 @@ impl LimitCounters {
     }
 }
 
+/// A provider's series of successful calls, one set per operation, taken from the families on
+/// its first successful call and kept with the provider: later calls count into them without
+/// building a label set (the provider name copied), hashing it and locking each family. The
+/// series are the families' own (a scrape shows one series either way); errors and refusals,
+/// rarer and of many codes, go through the families.
+#[derive(Debug, Default)]
+pub struct ProviderSeries([OnceLock<OkSeries>; 3]);
+
+#[derive(Debug)]
+struct OkSeries {
+    /// [`Metrics::id`] of the registry the handles belong to.
+    registry: u64,
+    requests: Counter,
+    duration: Histogram,
+    /// Searches only (an ingest's results are its units, counted apart).
+    results: Option<Histogram>,
+}
+
+/// Source of [`Metrics::id`].
+static NEXT_REGISTRY: AtomicU64 = AtomicU64::new(0);
+
 /// The registry and the gateway's metric families.
 pub struct Metrics {
+    /// Tells this registry from another one in the process (tests run several).
+    id: u64,
     registry: Registry,
     requests: Family<Labels, Counter>,
     duration: HistogramFamily,
@@ -234,7 +268,8 @@ impl Metrics {
         );
         let limits = LimitCounters::default();
         limits.register(&mut registry);
-        Metrics { registry, requests, duration, results, units, auth_checks, alive_tasks, audit, limits }
+        let id = NEXT_REGISTRY.fetch_add(1, Ordering::Relaxed);
+        Metrics { id, registry, requests, duration, results, units, auth_checks, alive_tasks, audit, limits }
     }
 
     /// The counters of the limits.
@@ -252,15 +287,50 @@ impl Metrics {
         self.auth_checks.clone()
     }
 
+    /// [`Metrics::record`] for a provider whose successful calls count into `series` (kept with
+    /// the provider; filled on its first successful call of `operation`).
+    pub fn record_with(
+        &self,
+        series: &ProviderSeries,
+        provider: &str,
+        operation: Operation,
+        outcome: Outcome,
+        elapsed: Duration,
+    ) {
+        if let Outcome::Ok(count) = outcome {
+            let ok = series.0[operation.index()].get_or_init(|| self.ok_series(provider, operation));
+            // Handles of another registry (a provider shared by two states, in tests) are not ours.
+            if ok.registry == self.id {
+                ok.requests.inc();
+                ok.duration.observe(elapsed.as_secs_f64());
+                if let Some(results) = &ok.results {
+                    results.observe(count as f64);
+                }
+                return;
+            }
+        }
+        self.record(provider, operation, outcome, elapsed);
+    }
+
+    /// The series [`Metrics::record`] counts a successful call of `operation` at `provider` into.
+    fn ok_series(&self, provider: &str, operation: Operation) -> OkSeries {
+        let labels = Self::labels(provider, operation, Outcome::Ok(0));
+        OkSeries {
+            registry: self.id,
+            requests: self.requests.get_or_create_owned(&labels),
+            duration: self.duration.get_or_create_owned(&labels),
+            results: (operation != Operation::NexentIngest).then(|| self.results.get_or_create_owned(&labels)),
+        }
+    }
+
+    fn labels(provider: &str, operation: Operation, outcome: Outcome) -> Labels {
+        let (outcome, error_code) = outcome.labels();
+        Labels { provider: provider.to_string(), operation: operation.as_str(), outcome, error_code }
+    }
+
     /// Record one call to `provider`.
     pub fn record(&self, provider: &str, operation: Operation, outcome: Outcome, elapsed: Duration) {
-        let (outcome_label, error_code) = outcome.labels();
-        let labels = Labels {
-            provider: provider.to_string(),
-            operation: operation.as_str(),
-            outcome: outcome_label,
-            error_code,
-        };
+        let labels = Self::labels(provider, operation, outcome);
         self.requests.get_or_create(&labels).inc();
         self.duration.get_or_create(&labels).observe(elapsed.as_secs_f64());
         if let Outcome::Ok(count) = outcome
@@ -312,6 +382,48 @@ mod tests {
     fn a_call_refused_by_a_limit_is_counted_as_refused_with_its_code() {
         assert_eq!(Outcome::Limited("rate_limited").labels(), ("refused", "rate_limited"));
         assert_eq!(Outcome::Limited("rate_limited").labels(), Outcome::Refused("rate_limited").labels());
+    }
+
+    #[test]
+    fn a_providers_kept_series_are_the_families_own_and_never_another_registrys() {
+        let (metrics, series) = (Metrics::new(), ProviderSeries::default());
+        let ok = |metrics: &Metrics, operation| {
+            metrics.record_with(&series, "repo-memory", operation, Outcome::Ok(2), Duration::from_millis(3));
+        };
+        ok(&metrics, Operation::NexentSearch);
+        ok(&metrics, Operation::NexentSearch);
+        metrics.record("repo-memory", Operation::NexentSearch, Outcome::Ok(2), Duration::from_millis(3));
+        ok(&metrics, Operation::NexentIngest);
+        metrics.record_with(
+            &series,
+            "repo-memory",
+            Operation::NexentSearch,
+            Outcome::Error("timeout"),
+            Duration::from_secs(5),
+        );
+        let text = metrics.encode();
+        let search = "provider=\"repo-memory\",operation=\"nexent_search\"";
+        for line in [
+            format!("memgate_gateway_requests_total{{{search},outcome=\"ok\",error_code=\"\"}} 3"),
+            format!("memgate_gateway_request_duration_seconds_count{{{search},outcome=\"ok\",error_code=\"\"}} 3"),
+            format!("memgate_gateway_search_results_count{{{search},outcome=\"ok\",error_code=\"\"}} 3"),
+            format!("memgate_gateway_search_results_sum{{{search},outcome=\"ok\",error_code=\"\"}} 6.0"),
+            format!("memgate_gateway_requests_total{{{search},outcome=\"error\",error_code=\"timeout\"}} 1"),
+            "memgate_gateway_requests_total{provider=\"repo-memory\",operation=\"nexent_ingest\",outcome=\"ok\",error_code=\"\"} 1".into(),
+        ] {
+            assert!(text.lines().any(|got| got == line), "{line} missing from:\n{text}");
+        }
+        // An ingest's results are its units: no search-results series for it.
+        assert!(
+            !text.contains("memgate_gateway_search_results_count{provider=\"repo-memory\",operation=\"nexent_ingest\"")
+        );
+
+        // The same provider under another registry counts there, not into the first one's series.
+        let other = Metrics::new();
+        ok(&other, Operation::NexentSearch);
+        let first = format!("memgate_gateway_requests_total{{{search},outcome=\"ok\",error_code=\"\"}} ");
+        assert!(other.encode().lines().any(|got| got == format!("{first}1")), "{}", other.encode());
+        assert!(metrics.encode().lines().any(|got| got == format!("{first}3")));
     }
 
     #[test]

@@ -348,7 +348,7 @@ impl<'a> Recording<'a> {
     fn finish(&mut self, outcome: Outcome) {
         self.done = true;
         let elapsed = self.started.elapsed();
-        self.metrics.record(&self.provider.name, self.operation, outcome, elapsed);
+        self.metrics.record_with(&self.provider.series, &self.provider.name, self.operation, outcome, elapsed);
         let (name, code, count) = match outcome {
             Outcome::Ok(count) => ("ok", None, Some(count)),
             Outcome::Error(code) | Outcome::Refused(code) | Outcome::Limited(code) => ("error", Some(code), None),

@@ -139,6 +139,7 @@ fn resolve(provider: &MemoryProvider, bundle: &Bundle) -> Result<Provider, Viola
             bind_user_id_to_subject: spec.access.bind_user_id_to_subject,
         },
         limits: spec.limits.clone(),
+        series: Default::default(),
     })
 }
 

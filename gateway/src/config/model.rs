@@ -8,6 +8,7 @@ use memgate_crds::{DialectPresetSpec, OidcAccess, ProviderLimits, ServiceAccount
 use memgate_presets::{ContentEncoding, WriteContract};
 
 use crate::engine::Target;
+use crate::metrics::ProviderSeries;
 
 pub use memgate_crds::manifest::{SECRET_MOUNT_API_VERSION, SECRET_MOUNT_KIND};
 
@@ -54,6 +55,8 @@ pub struct Provider {
     pub access: Access,
     /// `spec.limits`, enforced by [`crate::limits`].
     pub limits: Option<ProviderLimits>,
+    /// The metric series its successful calls count into (filled by the first of each).
+    pub series: ProviderSeries,
 }
 
 impl Provider {

@@ -510,6 +510,7 @@ mod tests {
             nexent_ingest: true,
             access: crate::config::Access { bind_user_id_to_subject: bind, ..Default::default() },
             limits: None,
+            series: Default::default(),
         }
     }
 

@@ -40,6 +40,7 @@ pub fn provider(name: &str, dialect: &str, target: Target) -> Provider {
         nexent_ingest: true,
         access: Access::default(),
         limits: None,
+        series: Default::default(),
     }
 }
 
