@@ -26,6 +26,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::activity::{Activity, Expiry};
 use super::limits::{H2_CONNECTION_WINDOW, H2_MAX_SEND_BUFFER, H2_STREAM_WINDOW, ListenerLimits};
+use super::on_wake::WakeFlag;
 use super::request::{self, Shared};
 use super::stream;
 
@@ -84,11 +85,14 @@ pub async fn watch(
     let (stream, resetter) = stream::share(stream);
     let connection = builder.serve_connection(TokioIo::new(stream), service).into_owned();
     tokio::pin!(connection);
+    // One flag per rare branch: polled only once woken, not on every wake of the connection.
+    let (shutdown_flag, evicted_flag, timer_flag) = (WakeFlag::default(), WakeFlag::default(), WakeFlag::default());
     loop {
         let at = activity.wake_at(&limits, Instant::now());
         tokio::select! {
+            biased;
             _ = connection.as_mut() => return,
-            changed = shutdown.changed() => {
+            changed = shutdown_flag.on_wake(shutdown.changed()) => {
                 if changed.is_err() || *shutdown.borrow() {
                     connection.as_mut().graceful_shutdown();
                     let _ = connection.as_mut().await;
@@ -96,14 +100,14 @@ pub async fn watch(
                 }
             }
             () = activity.rearm() => {}
-            () = evicted.cancelled() => {
+            () = evicted_flag.on_wake(evicted.cancelled()) => {
                 // Idle, and its slot went to a new connection: close now (gracefully, should a
                 // request have started meanwhile).
                 connection.as_mut().graceful_shutdown();
                 let _ = tokio::time::timeout(CLOSE_GRACE, connection.as_mut()).await;
                 return;
             }
-            () = tokio::time::sleep_until(at) => {
+            () = timer_flag.on_wake(tokio::time::sleep_until(at)) => {
                 // Look again: a request may have started or ended while sleeping.
                 let due = activity.expiry(&limits).filter(|(at, _)| *at <= Instant::now()).map(|(_, e)| e);
                 match due {

@@ -27,6 +27,7 @@
 mod activity;
 mod connection;
 pub mod limits;
+mod on_wake;
 mod request;
 mod slots;
 mod stream;
