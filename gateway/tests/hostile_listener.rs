@@ -107,6 +107,61 @@ async fn silent_half_sent_and_slow_heads_are_closed_by_the_header_read_timeout()
     assert_eq!(health.status(), 200);
 }
 
+/// Read one HTTP/1.1 response with a `content-length` body from `stream`; its text.
+fn read_one_response(stream: &mut TcpStream) -> String {
+    let mut received = Vec::new();
+    let mut buffer = [0u8; 4096];
+    loop {
+        let text = String::from_utf8_lossy(&received).into_owned();
+        if let Some(end) = text.find("\r\n\r\n") {
+            let length = text[..end]
+                .lines()
+                .find_map(|line| line.to_ascii_lowercase().strip_prefix("content-length:").map(|v| v.trim().to_owned()))
+                .and_then(|v| v.parse::<usize>().ok())
+                .expect("a content-length");
+            if received.len() >= end + 4 + length {
+                return text;
+            }
+        }
+        match stream.read(&mut buffer) {
+            Ok(0) => panic!("closed before a whole response: {text}"),
+            Ok(n) => received.extend_from_slice(&buffer[..n]),
+            Err(err) if err.kind() == ErrorKind::Interrupted => {}
+            Err(err) => panic!("no whole response ({err}): {text}"),
+        }
+    }
+}
+
+/// Between two requests of an HTTP/1.1 keep-alive connection, the next head is due within the
+/// header-read timeout of the previous response, however long the idle timeout: a connection that
+/// goes silent after its answer, or trickles its next head, is closed (the watchdog's deadline,
+/// not hyper's per-request timer).
+#[tokio::test]
+async fn after_an_http1_answer_the_next_head_is_bounded_by_the_header_read_timeout() {
+    // The idle timeout is far above the ceiling: only the header-read timeout can close these in time.
+    let args = ["--header-read-timeout-ms", SHORT_MS, "--idle-timeout-ms", "120000"];
+    let (gateway, _dir, _logs) = gateway_for("http://127.0.0.1:9", &args).await;
+    let request = b"GET /healthz HTTP/1.1\r\nhost: localhost\r\n\r\n";
+    let mut silent = connect(&gateway);
+    let mut slow = connect(&gateway);
+    for stream in [&mut silent, &mut slow] {
+        stream.write_all(request).expect("request");
+        let answer = read_one_response(stream);
+        assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    }
+    let started = Instant::now();
+    let trickled = std::thread::spawn(move || {
+        trickle(&mut slow, request, Duration::from_millis(200));
+        read_until_closed(&mut slow, started)
+    });
+    let (received, took) = read_until_closed(&mut silent, started);
+    assert!(received.is_empty(), "nothing more is sent to a connection that sent no second head");
+    assert!(took < CEILING, "{took:?}");
+    let (received, took) = trickled.join().expect("slow client");
+    assert!(received.is_empty(), "the trickled second head was never served: {}", String::from_utf8_lossy(&received));
+    assert!(took < CEILING, "{took:?}");
+}
+
 /// A request head larger than `--max-header-bytes` is refused (431) and the connection closed,
 /// instead of growing the connection's buffer.
 #[tokio::test]

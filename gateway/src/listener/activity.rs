@@ -14,6 +14,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::task::Poll;
 
 use futures::task::AtomicWaker;
+use http::Version;
 use tokio::time::Instant;
 
 use super::limits::ListenerLimits;
@@ -35,6 +36,9 @@ struct State {
     idle_since: Instant,
     /// Request id -> when its response head was ready.
     responding: BTreeMap<u64, Instant>,
+    /// Its requests are HTTP/1: between two, the next head is due within the header-read timeout
+    /// of the previous response (hyper's own per-request timer is not used: see `connection`).
+    http1: bool,
     /// The watchdog's timer as it last armed it ([`Activity::wake_at`]), with the limits it read;
     /// `None` before that, or once it has been woken to arm it again.
     armed: Option<(Instant, ListenerLimits)>,
@@ -44,7 +48,13 @@ impl State {
     /// The next deadline and why (see [`Activity::expiry`]).
     fn expiry(&self, limits: &ListenerLimits) -> Option<(Instant, Expiry)> {
         if self.in_flight == 0 {
-            let allowed = if self.started == 0 { limits.header_read_timeout } else { limits.idle_timeout };
+            let allowed = if self.started == 0 {
+                limits.header_read_timeout
+            } else if self.http1 {
+                limits.header_read_timeout.min(limits.idle_timeout)
+            } else {
+                limits.idle_timeout
+            };
             return Some((self.idle_since + allowed, Expiry::Idle));
         }
         self.responding.values().min().map(|oldest| (*oldest + limits.write_timeout, Expiry::WriteStalled))
@@ -76,7 +86,8 @@ pub struct Activity {
 impl Activity {
     /// A fresh connection accepted at `now`.
     pub fn new(now: Instant) -> Arc<Activity> {
-        let state = State { in_flight: 0, started: 0, idle_since: now, responding: BTreeMap::new(), armed: None };
+        let state =
+            State { in_flight: 0, started: 0, idle_since: now, responding: BTreeMap::new(), http1: false, armed: None };
         Arc::new(Activity { state: Mutex::new(state), rearm: AtomicBool::new(false), watchdog: AtomicWaker::new() })
     }
 
@@ -110,10 +121,11 @@ impl Activity {
         })
     }
 
-    /// A request started; it is in flight until the guard is dropped.
-    pub fn start(self: &Arc<Self>) -> InFlight {
+    /// A request of `version` started; it is in flight until the guard is dropped.
+    pub fn start(self: &Arc<Self>, version: Version) -> InFlight {
         let mut id = 0;
         self.change(|state| {
+            state.http1 = version < Version::HTTP_2;
             state.in_flight += 1;
             id = state.started;
             state.started += 1;
@@ -194,7 +206,7 @@ mod tests {
         let accepted = Instant::now();
         let activity = Activity::new(accepted);
         assert_eq!(activity.expiry(&limits()), Some((accepted + Duration::from_secs(1), Expiry::Idle)));
-        let request = activity.start();
+        let request = activity.start(Version::HTTP_2);
         assert_eq!(activity.expiry(&limits()), None, "a request being handled has no timer here");
         request.responding();
         let (at, why) = activity.expiry(&limits()).expect("write timer");
@@ -207,10 +219,30 @@ mod tests {
     }
 
     #[test]
+    fn after_an_http1_response_the_next_head_is_due_within_the_header_read_timeout() {
+        for (version, allowed) in [
+            (Version::HTTP_11, Duration::from_secs(1)),
+            (Version::HTTP_10, Duration::from_secs(1)),
+            (Version::HTTP_2, Duration::from_secs(5)),
+        ] {
+            let activity = Activity::new(Instant::now());
+            drop(activity.start(version));
+            let idle_since = activity.idle_since().expect("idle");
+            assert_eq!(activity.expiry(&limits()), Some((idle_since + allowed, Expiry::Idle)), "{version:?}");
+        }
+        // The idle timeout still applies when it is the shorter one.
+        let short_idle = ListenerLimits { idle_timeout: Duration::from_millis(500), ..limits() };
+        let activity = Activity::new(Instant::now());
+        drop(activity.start(Version::HTTP_11));
+        let idle_since = activity.idle_since().expect("idle");
+        assert_eq!(activity.expiry(&short_idle), Some((idle_since + Duration::from_millis(500), Expiry::Idle)));
+    }
+
+    #[test]
     fn the_oldest_waiting_response_sets_the_write_timer() {
         let activity = Activity::new(Instant::now());
-        let first = activity.start();
-        let second = activity.start();
+        let first = activity.start(Version::HTTP_2);
+        let second = activity.start(Version::HTTP_2);
         first.responding();
         let (at, _) = activity.expiry(&limits()).expect("timer");
         second.responding();
@@ -260,7 +292,7 @@ mod tests {
     /// request they can; a change with nothing to act on does nothing).
     fn apply(activity: &Arc<Activity>, change: Change, open: &mut Vec<(InFlight, bool)>) {
         match change {
-            Change::Start => open.push((activity.start(), false)),
+            Change::Start => open.push((activity.start(Version::HTTP_2), false)),
             Change::Respond => {
                 if let Some((request, ready)) = open.iter_mut().find(|(_, ready)| !ready) {
                     request.responding();

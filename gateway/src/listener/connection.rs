@@ -1,14 +1,16 @@
 //! One accepted connection: HTTP/1 or HTTP/2 (detected from its first bytes), its protocol limits,
 //! and the watchdog that closes it when its timers run out or the listener shuts down.
 //!
-//! hyper bounds the HTTP/1 request head (`header_read_timeout`, read buffer size) and HTTP/2
+//! hyper bounds the size of an HTTP/1 request head (read buffer, field count) and HTTP/2
 //! (windows, header list, streams, pings). What hyper does not bound is done here: hyper-util's
 //! automatic version detection reads the first bytes with no timer at all (hyper-util 0.1.21
 //! `src/server/conn/auto/mod.rs`, `ReadVersion::poll` loops on `poll_read` until it has 24 bytes
 //! or a mismatch with the HTTP/2 preface), so a connection that sends nothing, or a prefix of the
 //! preface, would be held forever; and HTTP/2 has no idle timeout. The watchdog ([`watch`])
 //! therefore closes a connection that has had no request in flight for the header-read timeout
-//! (before its first request) or the idle timeout (after one), and drops one whose response has
+//! (before its first request, and on HTTP/1 after each response: the time its next head may take,
+//! which hyper's own `header_read_timeout` would bound with a timer made, armed and cancelled per
+//! request) or the idle timeout (HTTP/2 after a request), and drops one whose response has
 //! waited for the write timeout (a reader that never reads), resetting it so the kernel drops the
 //! unsent answer too.
 
@@ -45,7 +47,11 @@ pub fn builder(limits: &ListenerLimits) -> Builder<TokioExecutor> {
     builder
         .http1()
         .timer(TokioTimer::new())
-        .header_read_timeout(limits.header_read_timeout)
+        // The next head after a response is bounded by the watchdog (`Activity::expiry`). hyper's
+        // own timer is made (a boxed sleep), armed and dropped for every head of a keep-alive
+        // connection, and asks for a read poll after each response to start it (hyper 1.12
+        // `proto/h1/conn.rs`, `poll_read_head` and `idle`).
+        .header_read_timeout(None)
         .max_buf_size(limits.max_header_bytes.max(MIN_H1_BUFFER))
         .max_headers(MAX_HEADERS)
         .half_close(false)

@@ -61,7 +61,7 @@ pub async fn serve(
     client: super::ClientAddr,
     request: Request<Incoming>,
 ) -> Result<Response<TrackedBody>, Infallible> {
-    let guard = activity.start();
+    let guard = activity.start(request.version());
     let Ok(permit) = Arc::clone(&shared.in_flight).try_acquire_owned() else {
         return Ok(finish(refusal(StatusCode::SERVICE_UNAVAILABLE, BUSY), guard, None));
     };

@@ -88,7 +88,7 @@ mod tests {
         let (first_stop, second_stop) = (CancellationToken::new(), CancellationToken::new());
         let _a = slots.take(Arc::clone(&first), first_stop.clone()).expect("free slot");
         let _b = slots.take(Arc::clone(&second), second_stop.clone()).expect("free slot");
-        let busy = second.start();
+        let busy = second.start(http::Version::HTTP_2);
         let _c = slots.take(Activity::new(Instant::now()), CancellationToken::new()).expect("an idle slot is taken");
         assert!(first_stop.is_cancelled() && !second_stop.is_cancelled());
         // Now: the newest connection is idle, the second busy; the first has no slot any more.
@@ -102,7 +102,7 @@ mod tests {
         let slots = Slots::new(1);
         let activity = Activity::new(Instant::now());
         let _slot = slots.take(Arc::clone(&activity), CancellationToken::new()).expect("free slot");
-        let _busy = activity.start();
+        let _busy = activity.start(http::Version::HTTP_2);
         assert!(slots.take(Activity::new(Instant::now()), CancellationToken::new()).is_none());
     }
 
@@ -112,7 +112,7 @@ mod tests {
         let slot = slots.take(Activity::new(Instant::now()), CancellationToken::new()).expect("free slot");
         drop(slot);
         let activity = Activity::new(Instant::now());
-        let _busy = activity.start();
+        let _busy = activity.start(http::Version::HTTP_2);
         let stop = CancellationToken::new();
         assert!(slots.take(activity, stop.clone()).is_some());
         assert!(!stop.is_cancelled());
