@@ -10,8 +10,8 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use memgate_fuzz::{MARKER, assert_hidden, response_spec, utf16_len};
 use memgate_crds::{Collection, ResponseSpec};
+use memgate_fuzz::{MARKER, assert_hidden, response_spec, utf16_len};
 use memgate_gateway::engine::{EngineError, Item, normalize};
 use memgate_gateway::profile::{MAX_ITEMS, MAX_TEXT_UTF16_UNITS, render};
 use memgate_presets::ContentEncoding;
