@@ -175,7 +175,7 @@ impl AppState {
         self.metrics.record(&provider.name, operation, Outcome::Refused(code), elapsed);
         tracing::debug!(provider = %provider.name, operation = operation.as_str(), outcome = "refused", error_code = code, "call refused");
         let facts = CallFacts { caller, error_code: Some(code), ..CallFacts::default() };
-        self.audit.record(&provider.key(), operation, refusal_outcome(code), elapsed, facts);
+        self.audit.record(provider.key(), operation, refusal_outcome(code), elapsed, facts);
     }
 
     /// Search `provider` for `query` (already normalised) on behalf of `caller`, at most `limit`
@@ -203,8 +203,8 @@ impl AppState {
         record.facts.scope = target.as_deref().map(|t| &t.scope);
         let result = match target.as_deref() {
             Some(target) => {
-                let key = provider.key();
-                let search = self.engine.search(&key, target, &provider.dialect, provider.encoding, query, limit);
+                let search =
+                    self.engine.search(provider.key(), target, &provider.dialect, provider.encoding, query, limit);
                 search.instrument(span.clone()).await
             }
             None => Err(EngineError::InvalidRequest),
@@ -369,7 +369,7 @@ impl<'a> Recording<'a> {
                 facts.results = count;
             }
             facts.trace_id = memgate_telemetry::trace_id_of(self.span);
-            self.audit.record(&self.provider.key(), self.operation, audited, elapsed, facts);
+            self.audit.record(self.provider.key(), self.operation, audited, elapsed, facts);
         }
         let _entered = self.span.enter();
         let duration_ms = u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX);

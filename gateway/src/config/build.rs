@@ -140,6 +140,7 @@ fn resolve(provider: &MemoryProvider, bundle: &Bundle) -> Result<Provider, Viola
         },
         limits: spec.limits.clone(),
         series: Default::default(),
+        key_text: Default::default(),
     })
 }
 
@@ -177,6 +178,10 @@ spec:
         assert_eq!(p.dialect_id, "mem0-oss-rest-2026-08");
         assert!(p.write.is_some() && p.mcp && p.nexent_search && !p.nexent_ingest);
         assert_eq!(p.target.timeout, Duration::from_millis(5000));
+        // Its key names it by namespace and name, the same text on every call (formatted once).
+        let key = p.key();
+        assert_eq!(key, format!("{}/repo-memory", p.namespace));
+        assert!(std::ptr::eq(key, p.key()));
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! The resolved, ready-to-serve form of a provider.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use memgate_crds::validation::Credential;
 use memgate_crds::{DialectPresetSpec, OidcAccess, ProviderLimits, ServiceAccountAccess};
@@ -57,12 +57,15 @@ pub struct Provider {
     pub limits: Option<ProviderLimits>,
     /// The metric series its successful calls count into (filled by the first of each).
     pub series: ProviderSeries,
+    /// [`Provider::key`], written on its first use (leave it empty: `Default::default()`).
+    pub key_text: OnceLock<String>,
 }
 
 impl Provider {
-    /// `<namespace>/<name>`: how the engine's budgets and the audit trail name the provider.
-    pub fn key(&self) -> String {
-        format!("{}/{}", self.namespace, self.name)
+    /// `<namespace>/<name>`: how the engine's budgets and the audit trail name the provider;
+    /// formatted once per provider, not per call.
+    pub fn key(&self) -> &str {
+        self.key_text.get_or_init(|| format!("{}/{}", self.namespace, self.name))
     }
 }
 

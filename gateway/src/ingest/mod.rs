@@ -511,6 +511,7 @@ mod tests {
             access: crate::config::Access { bind_user_id_to_subject: bind, ..Default::default() },
             limits: None,
             series: Default::default(),
+            key_text: Default::default(),
         }
     }
 

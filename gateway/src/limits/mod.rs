@@ -134,7 +134,7 @@ impl Limiter {
             self.take(provider, Limit::UpstreamRate, "", rate, cost).await?;
         }
         let Some(max) = upstream.max_in_flight else { return Ok(Admission::default()) };
-        let semaphore = self.slots_of(&provider.key(), max);
+        let semaphore = self.slots_of(provider.key(), max);
         let wait = provider.target.timeout / 2;
         match tokio::time::timeout(wait, semaphore.acquire_owned()).await {
             Ok(Ok(slot)) => Ok(Admission { _slot: Some(slot) }),

@@ -41,6 +41,7 @@ pub fn provider(name: &str, dialect: &str, target: Target) -> Provider {
         access: Access::default(),
         limits: None,
         series: Default::default(),
+        key_text: Default::default(),
     }
 }
 
