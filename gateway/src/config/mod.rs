@@ -24,7 +24,7 @@ pub use files::{
     metadata_fingerprint, read_sources, read_sources_with,
 };
 pub use handle::{ConfigHandle, FULL_READ_EVERY, Loaded, ReloadStatus, load_watched, watch};
-pub use model::{Access, Provider, SECRET_MOUNT_API_VERSION, SECRET_MOUNT_KIND, Snapshot};
+pub use model::{Access, KeyText, Provider, SECRET_MOUNT_API_VERSION, SECRET_MOUNT_KIND, Snapshot};
 
 /// A provider the config tests share (its Secret `agents/mem0-api`, key `api-key`, not included).
 #[cfg(test)]

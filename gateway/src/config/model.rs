@@ -57,15 +57,20 @@ pub struct Provider {
     pub limits: Option<ProviderLimits>,
     /// The metric series its successful calls count into (filled by the first of each).
     pub series: ProviderSeries,
-    /// [`Provider::key`], written on its first use (leave it empty: `Default::default()`).
-    pub key_text: OnceLock<String>,
+    /// [`Provider::key`], formatted on its first use.
+    pub key_text: KeyText,
 }
+
+/// Where [`Provider::key`] keeps its text: only [`Provider::key`] fills it (from the provider's
+/// namespace and name), so it cannot disagree with them.
+#[derive(Debug, Default)]
+pub struct KeyText(OnceLock<String>);
 
 impl Provider {
     /// `<namespace>/<name>`: how the engine's budgets and the audit trail name the provider;
     /// formatted once per provider, not per call.
     pub fn key(&self) -> &str {
-        self.key_text.get_or_init(|| format!("{}/{}", self.namespace, self.name))
+        self.key_text.0.get_or_init(|| format!("{}/{}", self.namespace, self.name))
     }
 }
 
