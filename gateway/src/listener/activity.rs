@@ -22,8 +22,8 @@ use super::limits::ListenerLimits;
 /// Why a connection's timer ran out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Expiry {
-    /// No request in flight for the idle timeout (or, before its first request, the header-read
-    /// timeout): close it gracefully.
+    /// No request in flight for the idle timeout, or for the header-read timeout before its first
+    /// request and, on HTTP/1, after each response (its next head is due): close it gracefully.
     Idle,
     /// A response has waited longer than the write timeout to be sent: drop the connection.
     WriteStalled,

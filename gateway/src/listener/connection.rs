@@ -47,10 +47,12 @@ pub fn builder(limits: &ListenerLimits) -> Builder<TokioExecutor> {
     builder
         .http1()
         .timer(TokioTimer::new())
-        // The next head after a response is bounded by the watchdog (`Activity::expiry`). hyper's
-        // own timer is made (a boxed sleep), armed and dropped for every head of a keep-alive
-        // connection, and asks for a read poll after each response to start it (hyper 1.12
-        // `proto/h1/conn.rs`, `poll_read_head` and `idle`).
+        // The next head after a response is bounded by the watchdog (`Activity::expiry`, from the
+        // moment the response's body is handed over). hyper reads a next head only once the
+        // previous exchange is done (`can_read_head`: reading back at `Init`), so the deadline
+        // starts where hyper's own would. That timer is made (a boxed sleep), armed and dropped
+        // for every head of a keep-alive connection, with a read poll after each response to start
+        // it (hyper 1.12 `proto/h1/conn.rs`, `poll_read_head` and `idle`).
         .header_read_timeout(None)
         .max_buf_size(limits.max_header_bytes.max(MIN_H1_BUFFER))
         .max_headers(MAX_HEADERS)
