@@ -97,6 +97,23 @@ def main():
     write("mcp_direct_read", "modern", b"\x01" + json.dumps(modern).encode())
     escaped = '{"params":{"arguments":{"\\u0071uery":"caf\\u00e9 <b>"},"name":"context\\u005fsearch"},"method":"tools/call","id":-3,"jsonrpc":"2.0"}'
     write("mcp_direct_read", "escaped", b"\x00" + escaped.encode())
+    upstream_answer_seeds()
+
+
+def upstream_answer_seeds():
+    """upstream_answer: the first byte picks how the answer is cut into reads, the rest is an
+    upstream's answer: each framing the engine reads, an interim head, a refusal."""
+    body = json.dumps({"results": [{"id": "m1", "memory": "The build uses cargo.", "score": 0.9}]})
+    answers = {
+        "length": f"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {len(body)}\r\n\r\n{body}",
+        "chunked": "HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n"
+                   f"{len(body[:20]):x};x=1\r\n{body[:20]}\r\n{len(body[20:]):x}\r\n{body[20:]}\r\n0\r\nx-sum: 1\r\n\r\n",
+        "until_close": f"HTTP/1.0 200 OK\r\ncontent-type: application/json\r\n\r\n{body}",
+        "interim": f"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nconnection: close\r\ncontent-length: {len(body)}\r\n\r\n{body}",
+        "refusal": "HTTP/1.1 429 Too Many Requests\r\nretry-after: 3\r\ncontent-length: 0\r\n\r\n",
+    }
+    for cut, (name, answer) in enumerate(answers.items()):
+        write("upstream_answer", name, bytes([cut * 5]) + answer.encode())
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 //! The HTTP side of the engine: the shared upstream transports (pooled HTTP/1.1 connections the
-//! calling task drives for `http://` origins, `http1`; reqwest for `https://`), per-provider
-//! permits, the deadline and the response-size cap.
+//! calling task reads and writes for `http://` origins, `http1` with `answer` and `wire`; reqwest
+//! for `https://`), per-provider permits, the deadline and the response-size cap.
 //!
 //! This and `http1` are the only code in memgate that performs upstream HTTP. It never follows
 //! redirects, never retries, never caches, never uses an environment proxy, and never logs or
@@ -19,8 +19,6 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use http_body::Body as _;
-use http_body_util::Full;
 use memgate_crds::{DialectPresetSpec, SearchMethod};
 use memgate_presets::ContentEncoding;
 use reqwest::header::{HeaderValue, RETRY_AFTER};
@@ -34,6 +32,7 @@ use super::error::EngineError;
 use super::http1::Http1Pool;
 use super::normalize::{Item, normalize};
 use super::request::{HeaderText, Target, UpstreamRequest, build_search_request};
+use super::wire::{self, Framing};
 use crate::held_bytes::{HeldBytes, UNCOUNTED_RESPONSE_BYTES};
 
 /// Largest accepted response body: 1 MiB.
@@ -246,25 +245,24 @@ impl Engine {
         Ok(Answer::Body(read_capped(response, held).await))
     }
 
-    /// [`Engine::exchange`] over a pooled HTTP/1.1 connection this task drives.
+    /// [`Engine::exchange`] over a pooled HTTP/1.1 connection this task reads and writes.
     async fn exchange_http1(&self, request: &UpstreamRequest, held: Option<&HeldBytes>) -> Result<Answer, EngineError> {
-        let sent = http1_request(request)?;
+        let sent = wire::encode_request(request)?;
         let mut lease = self.http1.lease(&request.url).await?;
-        let (head, mut body) = lease.send(sent).await?.into_parts();
-        if !head.status.is_success() {
+        let head = lease.send(&sent).await?;
+        if !(200..300).contains(&head.status) {
             // A short refusal (a 429 under load, say) keeps its connection, as reqwest's pool did.
-            lease.finish_short(&mut body).await;
-            return Ok(Answer::Refused {
-                status: head.status.as_u16(),
-                retry_after: head.headers.get(RETRY_AFTER).cloned(),
-            });
+            let refused = Answer::Refused { status: head.status, retry_after: head.retry_after.clone() };
+            lease.finish_short(&head).await;
+            return Ok(refused);
         }
+        let declared = match head.framing {
+            Framing::Length(length) => Some(length),
+            Framing::Chunked | Framing::UntilClose => None,
+        };
         let read = async {
-            // The declared length, as reqwest's `content_length` reads it (the body's exact size).
-            let mut capped = CappedBody::new(body.size_hint().exact(), held)?;
-            while let Some(chunk) = lease.next_chunk(&mut body).await? {
-                capped.push(&chunk)?;
-            }
+            let mut capped = CappedBody::new(declared, held)?;
+            lease.read_body(&head, |chunk| capped.push(chunk)).await?;
             Ok(capped.finish())
         };
         let body = read.await;
@@ -327,17 +325,6 @@ fn header_value(name: &str, value: &HeaderText) -> Result<HeaderValue, EngineErr
     };
     value.set_sensitive(name == "authorization" || name == "x-api-key");
     Ok(value)
-}
-
-/// The header called `name` (one of `request`'s lower-case names), without copying the name.
-fn header_name(name: &'static str) -> Result<http::HeaderName, EngineError> {
-    Ok(match name {
-        "accept" => http::header::ACCEPT,
-        "authorization" => http::header::AUTHORIZATION,
-        "content-type" => http::header::CONTENT_TYPE,
-        "x-api-key" => http::HeaderName::from_static("x-api-key"),
-        other => http::HeaderName::from_bytes(other.as_bytes()).map_err(|_| EngineError::InvalidRequest)?,
-    })
 }
 
 /// The least time a call of `timeout` must have left when it gets its permit to be sent upstream:
@@ -404,35 +391,6 @@ impl<'a> CappedBody<'a> {
     fn finish(self) -> (Vec<u8>, Option<OwnedSemaphorePermit>) {
         (self.body, self.share)
     }
-}
-
-/// `request` as hyper's HTTP/1.1 client sends it: origin-form target, the `host` header last (as
-/// hyper-util's pooled client adds it for reqwest), credential headers marked sensitive.
-fn http1_request(request: &UpstreamRequest) -> Result<http::Request<Full<hyper::body::Bytes>>, EngineError> {
-    let method = match request.method {
-        SearchMethod::Get => http::Method::GET,
-        SearchMethod::Post => http::Method::POST,
-    };
-    let body = match &request.body {
-        Some(body) => body.to_bytes(),
-        None => hyper::body::Bytes::new(),
-    };
-    // Set in place rather than through `http::request::Builder`, which moves the whole request
-    // head once per header (a third of this function's time).
-    let mut sent = http::Request::new(Full::new(body));
-    *sent.method_mut() = method;
-    let target = &request.url[url::Position::BeforePath..url::Position::AfterQuery];
-    *sent.uri_mut() = http::Uri::try_from(target).map_err(|_| EngineError::InvalidRequest)?;
-    let headers = sent.headers_mut();
-    headers.reserve(request.headers.len() + 1);
-    for (name, value) in &request.headers {
-        let value = header_value(name, value)?;
-        headers.append(header_name(name)?, value);
-    }
-    // `host[:port]` as written (the URL leaves out a scheme's default port), as hyper-util sets it.
-    let host = &request.url[url::Position::BeforeHost..url::Position::AfterPort];
-    headers.append(http::header::HOST, HeaderValue::from_str(host).map_err(|_| EngineError::InvalidRequest)?);
-    Ok(sent)
 }
 
 /// Classify a transport error without keeping it (its text contains the URL).
@@ -642,6 +600,34 @@ mod tests {
         }
         let connections: Vec<usize> = seen.lock().expect("seen").iter().map(|(connection, _)| *connection).collect();
         assert_eq!(connections, [0, 0, 1, 1, 2]);
+    }
+
+    /// Over real sockets, a connection is reused only after an answer that allows it: a chunked
+    /// answer (read to its last chunk and trailers) keeps it; `connection: close`, an answer with
+    /// unasked bytes after its body, and one that ends with the connection do not, though the
+    /// upstream keeps the first two open. Each answer's body is read whole either way.
+    #[tokio::test]
+    async fn a_connection_is_reused_only_after_an_answer_that_allows_it() {
+        const CHUNKED: &str = "HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n\
+                               6\r\n{\"resu\r\n8;x=y\r\nlts\":[]}\r\n0\r\nx-sum: 1\r\n\r\n";
+        const CLOSE: &str = "HTTP/1.1 200 OK\r\nconnection: close\r\ncontent-length: 14\r\n\r\n{\"results\":[]}";
+        const TRAILING: &str = "HTTP/1.1 200 OK\r\ncontent-length: 14\r\n\r\n{\"results\":[]}HTTP/1.1 200 OK\r\n\r\n";
+        const TO_THE_END: &str = "HTTP/1.0 200 OK\r\n\r\n{\"results\":[]}";
+        for (answer, per_connection, expected) in
+            [(CHUNKED, 3, [0, 0, 0]), (CLOSE, 3, [0, 1, 2]), (TRAILING, 3, [0, 1, 2]), (TO_THE_END, 1, [0, 1, 2])]
+        {
+            let (url, seen) = recording_server(answer, per_connection).await;
+            let engine = Engine::new(EngineConfig::default()).expect("engine");
+            for _ in 0..3 {
+                let (body, _) =
+                    engine.fetch_driven(upstream_request(SearchMethod::Post, &url, "search")).await.expect("answer");
+                assert_eq!(body, b"{\"results\":[]}", "{answer:?}");
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            let connections: Vec<usize> =
+                seen.lock().expect("seen").iter().map(|(connection, _)| *connection).collect();
+            assert_eq!(connections, expected, "{answer:?}");
+        }
     }
 
     /// On connection threads a pooled connection is leased only by calls on the thread whose

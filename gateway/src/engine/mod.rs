@@ -11,14 +11,18 @@
 //! Nothing here retries, caches or follows redirects; no message, log event or `Debug` output
 //! contains the query, the content, the URL, the credential or an upstream body.
 
+mod answer;
 pub mod client;
 pub mod destination;
 pub mod error;
 mod http1;
 pub mod normalize;
 pub mod request;
+mod wire;
 pub mod write;
 
+#[doc(hidden)]
+pub use answer::{PiecesAnswer, read_from_pieces as read_upstream_answer};
 pub use client::{DEFAULT_PERMITS_PER_PROVIDER, Engine, EngineConfig, EngineInitError, MAX_RESPONSE_BYTES};
 pub use error::{EngineError, ErrorCode, Severity};
 pub use normalize::{Item, normalize};

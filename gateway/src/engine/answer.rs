@@ -1,0 +1,368 @@
+//! Reading one upstream answer off an HTTP/1.1 connection: its head (interim ones skipped) and
+//! its body as [`wire::Framing`] says, from a connection's read buffer ([`Inbox`]) and socket.
+//!
+//! Generic over the socket so that tests and the `upstream_answer` fuzz target read answers from
+//! memory, delivered in whatever pieces they choose; the engine reads from a `TcpStream`.
+
+use std::future::Future;
+use std::pin::{Pin, pin};
+use std::task::{Context, Poll, Waker};
+
+use tokio::io::{AsyncRead, AsyncReadExt, ReadBuf};
+
+use super::error::EngineError;
+use super::wire::{self, Framing, Head, Parsed};
+
+/// A connection's read buffer: its size while pooled, and the most it grows to (which is also
+/// the longest answer head read).
+const INBOX_SIZE: usize = 8 * 1024;
+const MAX_INBOX_SIZE: usize = 64 * 1024;
+
+/// The most bytes of trailers after a chunked body.
+const MAX_TRAILER_BYTES: usize = 16 * 1024;
+
+/// Bytes read from a connection and not used yet: `bytes[start..end]`. The vector's length is the
+/// buffer's size (zeroed once, when it grows, not before every read).
+pub(super) struct Inbox {
+    bytes: Vec<u8>,
+    start: usize,
+    end: usize,
+}
+
+impl Inbox {
+    pub(super) fn new() -> Inbox {
+        Inbox { bytes: vec![0; INBOX_SIZE], start: 0, end: 0 }
+    }
+
+    /// Nothing read is left unused.
+    pub(super) fn is_empty(&self) -> bool {
+        self.start == self.end
+    }
+
+    /// Back to [`INBOX_SIZE`] (when empty): a pooled connection keeps only that.
+    pub(super) fn shrink(&mut self) {
+        if self.bytes.len() > INBOX_SIZE && self.is_empty() {
+            self.bytes.truncate(INBOX_SIZE);
+            self.bytes.shrink_to_fit();
+        }
+    }
+
+    fn unread(&self) -> &[u8] {
+        &self.bytes[self.start..self.end]
+    }
+
+    fn consume(&mut self, count: usize) {
+        self.start += count;
+        if self.start >= self.end {
+            (self.start, self.end) = (0, 0);
+        }
+    }
+
+    /// Room to read into after the unread bytes: they are moved to the front, or the buffer
+    /// doubled (up to [`MAX_INBOX_SIZE`]), when it is full. Empty only when [`MAX_INBOX_SIZE`]
+    /// unread bytes are buffered.
+    fn room(&mut self) -> &mut [u8] {
+        if self.end == self.bytes.len() {
+            if self.start > 0 {
+                self.bytes.copy_within(self.start..self.end, 0);
+                (self.start, self.end) = (0, self.end - self.start);
+            } else {
+                self.grow();
+            }
+        }
+        &mut self.bytes[self.end..]
+    }
+
+    /// `count` bytes were read into [`Inbox::room`]; a read that filled all of it doubles the
+    /// buffer for the next (a large body is read in fewer, larger reads, as hyper's adaptive
+    /// read buffer does).
+    fn filled(&mut self, count: usize) {
+        self.end += count;
+        if self.end == self.bytes.len() && count > 0 {
+            self.grow();
+        }
+    }
+
+    fn grow(&mut self) {
+        let size = (self.bytes.len() * 2).min(MAX_INBOX_SIZE);
+        self.bytes.resize(size, 0);
+    }
+}
+
+/// One answer being read from `socket` through `inbox`.
+pub(super) struct AnswerReader<'a, S> {
+    pub(super) socket: &'a mut S,
+    pub(super) inbox: &'a mut Inbox,
+}
+
+impl<S: AsyncRead + Unpin> AnswerReader<'_, S> {
+    /// The answer's final head, interim (`1xx`) ones skipped.
+    pub(super) async fn head(&mut self) -> Result<Head, EngineError> {
+        loop {
+            match wire::parse_head(self.inbox.unread())? {
+                Parsed::Partial => self.more().await?,
+                Parsed::Interim(length) => self.inbox.consume(length),
+                Parsed::Final(head, length) => {
+                    self.inbox.consume(length);
+                    return Ok(head);
+                }
+            }
+        }
+    }
+
+    /// Read the body `head` frames, handing each run of its bytes to `sink` (whose error ends the
+    /// read). `true` when the connection may carry another request: the answer allows it and
+    /// nothing unasked follows its end.
+    pub(super) async fn body(
+        &mut self,
+        head: &Head,
+        mut sink: impl FnMut(&[u8]) -> Result<(), EngineError>,
+    ) -> Result<bool, EngineError> {
+        match head.framing {
+            Framing::Length(length) => self.exact(length, &mut sink).await?,
+            Framing::Chunked => self.chunked(&mut sink).await?,
+            Framing::UntilClose => loop {
+                let unread = self.inbox.unread();
+                sink(unread)?;
+                let read = unread.len();
+                self.inbox.consume(read);
+                if self.fill().await? == 0 {
+                    break;
+                }
+            },
+        }
+        Ok(head.reusable && self.inbox.is_empty())
+    }
+
+    /// `length` bytes of body, to `sink`.
+    async fn exact(
+        &mut self,
+        mut length: u64,
+        sink: &mut impl FnMut(&[u8]) -> Result<(), EngineError>,
+    ) -> Result<(), EngineError> {
+        loop {
+            let unread = self.inbox.unread();
+            let take = usize::try_from(length).map_or(unread.len(), |length| length.min(unread.len()));
+            if take > 0 {
+                sink(&unread[..take])?;
+                self.inbox.consume(take);
+                length -= take as u64;
+            }
+            if length == 0 {
+                return Ok(());
+            }
+            self.more().await?;
+        }
+    }
+
+    /// A chunked body (RFC 9112 §7.1) to `sink`: each chunk's data, then the trailers, read and
+    /// dropped (they carry nothing the engine reads).
+    async fn chunked(&mut self, sink: &mut impl FnMut(&[u8]) -> Result<(), EngineError>) -> Result<(), EngineError> {
+        loop {
+            let (line, size) = loop {
+                match wire::parse_chunk_line(self.inbox.unread())? {
+                    Some(line) => break line,
+                    None => self.more().await?,
+                }
+            };
+            self.inbox.consume(line);
+            if size == 0 {
+                break;
+            }
+            self.exact(size, sink).await?;
+            while self.inbox.unread().len() < 2 {
+                self.more().await?;
+            }
+            if !self.inbox.unread().starts_with(b"\r\n") {
+                return Err(EngineError::Transport);
+            }
+            self.inbox.consume(2);
+        }
+        let mut trailers = 0;
+        loop {
+            match wire::parse_trailer_line(self.inbox.unread()) {
+                Some((line, true)) => {
+                    self.inbox.consume(line);
+                    return Ok(());
+                }
+                Some((line, false)) => {
+                    trailers += line;
+                    self.inbox.consume(line);
+                }
+                None => {
+                    if trailers + self.inbox.unread().len() > MAX_TRAILER_BYTES {
+                        return Err(EngineError::Transport);
+                    }
+                    self.more().await?;
+                }
+            }
+            if trailers > MAX_TRAILER_BYTES {
+                return Err(EngineError::Transport);
+            }
+        }
+    }
+
+    /// Read more of the answer; its end here (the upstream closed) is [`EngineError::Transport`].
+    async fn more(&mut self) -> Result<(), EngineError> {
+        if self.fill().await? == 0 { Err(EngineError::Transport) } else { Ok(()) }
+    }
+
+    /// One read from the socket into the inbox: how many bytes (0 when the upstream closed).
+    /// Fails when [`MAX_INBOX_SIZE`] unread bytes are already buffered (a head that long).
+    async fn fill(&mut self) -> Result<usize, EngineError> {
+        let room = self.inbox.room();
+        if room.is_empty() {
+            return Err(EngineError::Transport);
+        }
+        let read = self.socket.read(room).await.map_err(|_| EngineError::Transport)?;
+        self.inbox.filled(read);
+        Ok(read)
+    }
+}
+
+/// What [`read_from_pieces`] read: the status, the body and whether the connection could be
+/// reused, or the error.
+pub type PiecesAnswer = Result<(u16, Vec<u8>, bool), EngineError>;
+
+/// Read one answer (head and body, bodies of `204`/`304` empty) from `pieces` delivered one read
+/// each, then the end of the connection. For tests and the `upstream_answer` fuzz target, which
+/// holds that however an answer is cut into reads, what is read of it is the same.
+#[doc(hidden)]
+pub fn read_from_pieces(pieces: &[&[u8]]) -> PiecesAnswer {
+    let mut socket = Pieces { pieces, at: 0 };
+    let mut inbox = Inbox::new();
+    let read = async {
+        let mut reader = AnswerReader { socket: &mut socket, inbox: &mut inbox };
+        let head = reader.head().await?;
+        let mut body = Vec::new();
+        let reusable = reader
+            .body(&head, |chunk| {
+                body.extend_from_slice(chunk);
+                Ok(())
+            })
+            .await?;
+        Ok((head.status, body, reusable))
+    };
+    // Reads from memory never wait: one poll finishes the read.
+    match pin!(read).poll(&mut Context::from_waker(Waker::noop())) {
+        Poll::Ready(answer) => answer,
+        Poll::Pending => Err(EngineError::Timeout),
+    }
+}
+
+/// A socket whose reads return `pieces` in turn (each cut to the reader's room), then the end.
+struct Pieces<'a> {
+    pieces: &'a [&'a [u8]],
+    at: usize,
+}
+
+impl AsyncRead for Pieces<'_> {
+    fn poll_read(mut self: Pin<&mut Self>, _: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<std::io::Result<()>> {
+        while let Some((first, rest)) = self.pieces.split_first() {
+            if first.len() > self.at {
+                let take = (first.len() - self.at).min(buf.remaining());
+                buf.put_slice(&first[self.at..self.at + take]);
+                self.at += take;
+                return Poll::Ready(Ok(()));
+            }
+            (self.pieces, self.at) = (rest, 0);
+        }
+        Poll::Ready(Ok(()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `text` read whole, and cut into reads of every size from 1 to 9 bytes: the same status and
+    /// body or the same error. Whether the connection may be kept can differ only where bytes
+    /// follow the body: read whole they are seen at once, cut they may not have arrived yet
+    /// (the pool's idle check sees them before the next request).
+    fn read_every_way(text: &str) -> PiecesAnswer {
+        let whole = read_from_pieces(&[text.as_bytes()]);
+        for size in 1..10 {
+            let pieces: Vec<&[u8]> = text.as_bytes().chunks(size).collect();
+            let cut = read_from_pieces(&pieces);
+            match (&whole, &cut) {
+                (Ok((status, body, kept)), Ok((cut_status, cut_body, cut_kept))) => {
+                    assert_eq!((status, body), (cut_status, cut_body), "cut into {size}-byte reads: {text:?}");
+                    assert!(cut_kept >= kept, "cut into {size}-byte reads: {text:?}");
+                }
+                _ => assert_eq!(cut, whole, "cut into {size}-byte reads: {text:?}"),
+            }
+        }
+        whole
+    }
+
+    fn answer(status: u16, body: &str, reusable: bool) -> PiecesAnswer {
+        Ok((status, body.as_bytes().to_vec(), reusable))
+    }
+
+    #[test]
+    fn bodies_are_read_as_their_framing_says_however_they_are_cut() {
+        let cases = [
+            ("HTTP/1.1 200 OK\r\ncontent-length: 5\r\n\r\nhello", answer(200, "hello", true)),
+            (
+                "HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n5;x=1\r\nhello\r\n1\r\n!\r\n0\r\nx-t: 1\r\n\r\n",
+                answer(200, "hello!", true),
+            ),
+            ("HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n0\r\n\r\n", answer(200, "", true)),
+            ("HTTP/1.1 200 OK\r\n\r\nuntil the end", answer(200, "until the end", false)),
+            ("HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok", answer(200, "ok", true)),
+            ("HTTP/1.1 204 No Content\r\n\r\n", answer(204, "", true)),
+            ("HTTP/1.1 200 OK\r\nconnection: close\r\ncontent-length: 2\r\n\r\nok", answer(200, "ok", false)),
+            // Bytes after the body the upstream was not asked for: the connection is not kept.
+            ("HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nokHTTP/1.1 200 OK\r\n\r\n", answer(200, "ok", false)),
+        ];
+        for (text, expected) in cases {
+            assert_eq!(read_every_way(text), expected, "{text:?}");
+        }
+    }
+
+    #[test]
+    fn an_answer_cut_short_or_malformed_is_a_transport_error() {
+        for text in [
+            "",
+            "HTTP/1.1 200 OK\r\ncontent-len",
+            "HTTP/1.1 200 OK\r\ncontent-length: 5\r\n\r\nhell",
+            "HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n5\r\nhello\r\n",
+            "HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n5\r\nhelloXX0\r\n\r\n",
+            "HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\nzz\r\n",
+            "HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n0\r\nx-t: 1\r\n",
+        ] {
+            assert_eq!(read_every_way(text), Err(EngineError::Transport), "{text:?}");
+        }
+    }
+
+    #[test]
+    fn heads_and_trailers_are_bounded() {
+        let long_head = format!("HTTP/1.1 200 OK\r\nx-long: {}\r\n\r\n", "a".repeat(MAX_INBOX_SIZE));
+        assert_eq!(read_from_pieces(&[long_head.as_bytes()]), Err(EngineError::Transport));
+        let fits =
+            format!("HTTP/1.1 200 OK\r\nx-long: {}\r\ncontent-length: 0\r\n\r\n", "a".repeat(MAX_INBOX_SIZE / 2));
+        assert_eq!(read_from_pieces(&[fits.as_bytes()]), answer(200, "", true));
+        let trailer_line = format!("x-t: {}\r\n", "b".repeat(1000));
+        let long_trailers = format!(
+            "HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n0\r\n{}\r\n",
+            trailer_line.repeat(MAX_TRAILER_BYTES / 1000 + 1)
+        );
+        assert_eq!(read_from_pieces(&[long_trailers.as_bytes()]), Err(EngineError::Transport));
+        let one_long_trailer =
+            format!("HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n0\r\nx-t: {}", "c".repeat(MAX_TRAILER_BYTES));
+        assert_eq!(read_from_pieces(&[one_long_trailer.as_bytes()]), Err(EngineError::Transport));
+    }
+
+    #[test]
+    fn a_large_body_is_read_whole_and_a_grown_buffer_shrinks_back() {
+        let body = "x".repeat(300 * 1024);
+        let text = format!("HTTP/1.1 200 OK\r\ncontent-length: {}\r\n\r\n{body}", body.len());
+        assert_eq!(read_from_pieces(&[text.as_bytes()]), answer(200, &body, true));
+        let mut inbox = Inbox::new();
+        inbox.grow();
+        inbox.grow();
+        assert_eq!(inbox.bytes.len(), 4 * INBOX_SIZE);
+        inbox.shrink();
+        assert_eq!(inbox.bytes.len(), INBOX_SIZE);
+    }
+}
