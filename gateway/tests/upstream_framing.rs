@@ -58,6 +58,10 @@ async fn every_answer_reads_as_hyper_reads_it() {
         "HTTP/1.1 103 Early Hints\r\nlink: </a>\r\n\r\nHTTP/1.1 404 Not Found\r\ncontent-length: 0\r\n\r\n".to_owned(),
         "HTTP/1.1 429 Too Many Requests\r\nretry-after: 3\r\ncontent-length: 2\r\n\r\nno".to_owned(),
         format!("{OK}content-length: 5, 5\r\n\r\nhello"),
+        // The last Transfer-Encoding element decides, read as hyper reads it.
+        format!("{OK}transfer-encoding: chunked,\r\n\r\n2\r\nhi\r\n0\r\n\r\n"),
+        format!("{OK}transfer-encoding: \u{ff}, chunked\r\n\r\n2\r\nhi\r\n0\r\n\r\n"),
+        format!("{OK}transfer-encoding: chunked\r\ntransfer-encoding: gzip\r\n\r\n2\r\nhi\r\n0\r\n\r\n"),
         // Cut short or malformed: both fail.
         format!("{OK}content-length: 5\r\n\r\nhel"),
         format!("{OK}transfer-encoding: chunked\r\n\r\n5\r\nhello\r\n"),
@@ -66,6 +70,18 @@ async fn every_answer_reads_as_hyper_reads_it() {
         format!("{OK}content-length: 1\r\ncontent-length: 2\r\n\r\nhi"),
         format!("{OK}content-length: -1\r\n\r\nhi"),
         format!("{OK}content-length: 1, 2\r\n\r\nhi"),
+        "HTTP/1.0 200 OK\r\nconnection: keep-alive\r\ntransfer-encoding: chunked\r\n\r\n2\r\nhi\r\n0\r\n\r\n"
+            .to_owned(),
+        "HTTP/1.1 000 Zero\r\ncontent-length: 0\r\n\r\n".to_owned(),
+        format!("{OK}transfer-encoding: chunked\r\n\r\n5;a\nhello\r\n0\r\n\r\n"),
+        format!("{OK}transfer-encoding: chunked\r\n\r\n2\r\nhi\r\n0\r\nHTTP/1.1 200 OK\r\n\r\n"),
+        format!("{OK}transfer-encoding: chunked\r\n\r\n2\r\nhi\r\n0\r\n\rX: 1\r\n\r\n"),
+        format!("{OK}transfer-encoding: chunked\r\n\r\n2\r\nhi\r\n0\r\n{}\r\n", "x-a: 1\r\n".repeat(101)),
+        format!("{OK}transfer-encoding: chunked\r\n\r\n2\r\nhi\r\n0\r\nx-a: {}\r\n\r\n", "a".repeat(16 * 1024)),
+        format!(
+            "{OK}transfer-encoding: chunked\r\n\r\n{}0\r\n\r\n",
+            format!("1;{}\r\nx\r\n", "e".repeat(4000)).repeat(5)
+        ),
         format!("{OK}bad header\r\n\r\n"),
         format!("{OK}{}content-length: 0\r\n\r\n", "x-a: 1\r\n".repeat(100)),
         format!("{OK}folded: a\r\n b\r\ncontent-length: 0\r\n\r\n"),

@@ -18,9 +18,6 @@ use super::wire::{self, Framing, Head, Parsed};
 const INBOX_SIZE: usize = 8 * 1024;
 const MAX_INBOX_SIZE: usize = 64 * 1024;
 
-/// The most bytes of trailers after a chunked body.
-const MAX_TRAILER_BYTES: usize = 16 * 1024;
-
 /// Bytes read from a connection and not used yet: `bytes[start..end]`. The vector's length is the
 /// buffer's size (zeroed once, when it grows, not before every read).
 pub(super) struct Inbox {
@@ -100,7 +97,7 @@ impl<S: AsyncRead + Unpin> AnswerReader<'_, S> {
     pub(super) async fn head(&mut self) -> Result<Head, EngineError> {
         loop {
             match wire::parse_head(self.inbox.unread())? {
-                Parsed::Partial => self.more().await?,
+                Parsed::Partial => self.more_lines().await?,
                 Parsed::Interim(length) => self.inbox.consume(length),
                 Parsed::Final(head, length) => {
                     self.inbox.consume(length);
@@ -158,18 +155,23 @@ impl<S: AsyncRead + Unpin> AnswerReader<'_, S> {
     /// A chunked body (RFC 9112 §7.1) to `sink`: each chunk's data, then the trailers, read and
     /// dropped (they carry nothing the engine reads).
     async fn chunked(&mut self, sink: &mut impl FnMut(&[u8]) -> Result<(), EngineError>) -> Result<(), EngineError> {
+        let mut extensions = 0;
         loop {
-            let (line, size) = loop {
+            let line = loop {
                 match wire::parse_chunk_line(self.inbox.unread())? {
                     Some(line) => break line,
-                    None => self.more().await?,
+                    None => self.more_lines().await?,
                 }
             };
-            self.inbox.consume(line);
-            if size == 0 {
+            extensions += line.extensions;
+            if extensions > wire::MAX_CHUNK_EXTENSION_BYTES {
+                return Err(EngineError::Transport);
+            }
+            self.inbox.consume(line.length);
+            if line.size == 0 {
                 break;
             }
-            self.exact(size, sink).await?;
+            self.exact(line.size, sink).await?;
             while self.inbox.unread().len() < 2 {
                 self.more().await?;
             }
@@ -178,26 +180,26 @@ impl<S: AsyncRead + Unpin> AnswerReader<'_, S> {
             }
             self.inbox.consume(2);
         }
-        let mut trailers = 0;
         loop {
-            match wire::parse_trailer_line(self.inbox.unread()) {
-                Some((line, true)) => {
-                    self.inbox.consume(line);
+            match wire::parse_trailers(self.inbox.unread())? {
+                Some(length) => {
+                    self.inbox.consume(length);
                     return Ok(());
                 }
-                Some((line, false)) => {
-                    trailers += line;
-                    self.inbox.consume(line);
-                }
-                None => {
-                    if trailers + self.inbox.unread().len() > MAX_TRAILER_BYTES {
-                        return Err(EngineError::Transport);
-                    }
-                    self.more().await?;
-                }
+                None => self.more_lines().await?,
             }
-            if trailers > MAX_TRAILER_BYTES {
-                return Err(EngineError::Transport);
+        }
+    }
+
+    /// Read more of the answer until a line feed arrives, where a head, a chunk-size line or the
+    /// trailers can end: an upstream trickling them a byte at a time has them parsed once per line,
+    /// not once per byte (at most 100 lines of a head or trailers, at most 64 KiB).
+    async fn more_lines(&mut self) -> Result<(), EngineError> {
+        loop {
+            let before = self.inbox.unread().len();
+            self.more().await?;
+            if self.inbox.unread()[before..].contains(&b'\n') {
+                return Ok(());
             }
         }
     }
@@ -274,6 +276,7 @@ impl AsyncRead for Pieces<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::engine::wire;
 
     /// `text` read whole, and cut into reads of every size from 1 to 9 bytes: the same status and
     /// body or the same error. Whether the connection may be kept can differ only where bytes
@@ -345,12 +348,30 @@ mod tests {
         let trailer_line = format!("x-t: {}\r\n", "b".repeat(1000));
         let long_trailers = format!(
             "HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n0\r\n{}\r\n",
-            trailer_line.repeat(MAX_TRAILER_BYTES / 1000 + 1)
+            trailer_line.repeat(wire::MAX_TRAILER_BYTES / 1000 + 1)
         );
-        assert_eq!(read_from_pieces(&[long_trailers.as_bytes()]), Err(EngineError::Transport));
-        let one_long_trailer =
-            format!("HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n0\r\nx-t: {}", "c".repeat(MAX_TRAILER_BYTES));
-        assert_eq!(read_from_pieces(&[one_long_trailer.as_bytes()]), Err(EngineError::Transport));
+        assert_eq!(read_every_way(&long_trailers), Err(EngineError::Transport));
+        let one_long_trailer = format!(
+            "HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n0\r\nx-t: {}",
+            "c".repeat(wire::MAX_TRAILER_BYTES)
+        );
+        assert_eq!(read_every_way(&one_long_trailer), Err(EngineError::Transport));
+        // Trailers of exactly the bound, their last line feed arriving on its own or not.
+        let filler = "d".repeat(wire::MAX_TRAILER_BYTES - "x-t: \r\n\r\n".len());
+        let at_the_bound = format!("HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n0\r\nx-t: {filler}\r\n\r\n");
+        assert_eq!(read_every_way(&at_the_bound), answer(200, "", true));
+        assert_eq!(read_every_way(&at_the_bound.replace("x-t: ", "x-t: d")), Err(EngineError::Transport));
+        // Chunk extensions: 4 KiB per line and 16 KiB per body, however they arrive.
+        let extension = format!(";{}", "e".repeat(wire::MAX_CHUNK_LINE - 6));
+        let four_lines = format!(
+            "HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n{}0\r\n\r\n",
+            format!("1{extension}\r\nx\r\n").repeat(4)
+        );
+        assert_eq!(read_every_way(&four_lines), answer(200, "xxxx", true));
+        let five_lines = four_lines.replacen("0\r\n\r\n", &format!("1{extension}\r\nx\r\n0\r\n\r\n"), 1);
+        assert_eq!(read_every_way(&five_lines), Err(EngineError::Transport));
+        let long_line = four_lines.replacen(";", ";eeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeee", 1);
+        assert_eq!(read_every_way(&long_line), Err(EngineError::Transport));
     }
 
     #[test]

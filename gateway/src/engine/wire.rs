@@ -3,14 +3,21 @@
 //!
 //! Requests are written as hyper's client wrote them for reqwest (origin-form target, the headers
 //! in the order the request builder gives them, then `host`, then `content-length` when there is a
-//! body). Answers are read as RFC 9112 frames a response to a `GET` or `POST` (§6.3): `1xx` heads
-//! are interim and skipped, except `101`, which ends the answer with no body and its connection
-//! (memgate never asks to upgrade; hyper's client also hands a `101` back as the answer), `204`
-//! and `304` have no body, a `Transfer-Encoding` whose last coding is `chunked` is decoded, any other
-//! `Transfer-Encoding` reads to the close, a `Content-Length` (all of its values equal) is the
+//! body). Answers are read as RFC 9112 frames a response to a `GET` or `POST` (§6.3), and as
+//! hyper 1.12's client reads them (`proto/h1/role.rs` and `decode.rs`, read in the vendored crate;
+//! `tests/upstream_framing.rs` holds the two together): `1xx` heads are interim and skipped,
+//! except `101`, which ends the answer with no body and its connection (memgate never asks to
+//! upgrade; hyper hands a `101` back as the answer); `204` and `304` have no body; a status below
+//! 100 and a `Transfer-Encoding` in an HTTP/1.0 answer fail (RFC 9112 §6.1: faulty framing); the
+//! last `Transfer-Encoding` header decides: chunked when its last comma-separated element is
+//! `chunked`, read to the close otherwise; else a `Content-Length` (all of its values equal) is the
 //! exact length, and an answer with neither reads to the close. A connection is kept for the next
 //! call only when the answer says so (HTTP/1.1 without `Connection: close`, or HTTP/1.0 with
 //! `Connection: keep-alive`) and its framing is unambiguous.
+//!
+//! Chunk-size lines follow hyper's rules too: a hexadecimal size first, no line feed inside an
+//! extension, at most 16 KiB of extensions per body; trailers are parsed as header lines (at most
+//! 100, 16 KiB) and dropped.
 //!
 //! The head is parsed with `httparse` (hyper's own parser) with hyper's default of at most 100
 //! headers; nothing here keeps a header other than `Retry-After`, and no value is ever printed.
@@ -27,6 +34,13 @@ const MAX_HEADERS: usize = 100;
 
 /// The longest chunk-size line (size and extensions) accepted.
 pub(super) const MAX_CHUNK_LINE: usize = 4096;
+
+/// The most bytes of chunk extensions in one body (hyper's `CHUNKED_EXTENSIONS_LIMIT`).
+pub(super) const MAX_CHUNK_EXTENSION_BYTES: usize = 16 * 1024;
+
+/// The most bytes of trailers after a chunked body, the empty line that ends them included
+/// (hyper's `TRAILER_LIMIT`).
+pub(super) const MAX_TRAILER_BYTES: usize = 16 * 1024;
 
 /// How a response's body ends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -144,6 +158,9 @@ pub(super) fn parse_head(bytes: &[u8]) -> Result<Parsed, EngineError> {
         Err(_) => return Err(EngineError::Transport),
     };
     let status = response.code.ok_or(EngineError::Transport)?;
+    if status < 100 {
+        return Err(EngineError::Transport);
+    }
     if status == 101 {
         let upgraded = Head { status, retry_after: None, framing: Framing::Length(0), reusable: false };
         return Ok(Parsed::Final(upgraded, length));
@@ -164,8 +181,9 @@ pub(super) fn parse_head(bytes: &[u8]) -> Result<Parsed, EngineError> {
             content_length = Some(value);
         } else if name.eq_ignore_ascii_case("transfer-encoding") {
             encoded = true;
-            // Only the last coding of the last header decides (RFC 9112 §6.3, item 4).
-            chunked = last_token(header.value).is_some_and(|last| last.eq_ignore_ascii_case(b"chunked"));
+            // Only the last coding of the last header decides (RFC 9112 §6.3, item 4), read as
+            // hyper reads it: the value's last comma-separated element, trimmed, even when empty.
+            chunked = is_chunked(header.value);
         } else if name.eq_ignore_ascii_case("connection") {
             for token in tokens(header.value) {
                 close |= token.eq_ignore_ascii_case(b"close");
@@ -174,6 +192,9 @@ pub(super) fn parse_head(bytes: &[u8]) -> Result<Parsed, EngineError> {
         } else if name.eq_ignore_ascii_case("retry-after") && retry_after.is_none() {
             retry_after = HeaderValue::from_bytes(header.value).ok();
         }
+    }
+    if encoded && !http11 {
+        return Err(EngineError::Transport);
     }
     let framing = if status == 204 || status == 304 {
         Framing::Length(0)
@@ -212,29 +233,61 @@ fn tokens(value: &[u8]) -> impl Iterator<Item = &[u8]> {
     value.split(|byte| *byte == b',').map(<[u8]>::trim_ascii).filter(|token| !token.is_empty())
 }
 
-fn last_token(value: &[u8]) -> Option<&[u8]> {
-    tokens(value).last()
+/// A `Transfer-Encoding` value ends in `chunked`, as hyper's `transfer_encoding_is_chunked` reads
+/// it: visible ASCII, and its last comma-separated element (even an empty one) is `chunked`.
+fn is_chunked(value: &[u8]) -> bool {
+    value.iter().all(|byte| (0x20..0x7f).contains(byte) || *byte == b'\t')
+        && value
+            .rsplit(|byte| *byte == b',')
+            .next()
+            .is_some_and(|last| last.trim_ascii().eq_ignore_ascii_case(b"chunked"))
 }
 
-/// Parse the chunk-size line at the start of `bytes`: `Some((line length, chunk size))`, `None`
-/// when the line is not whole yet. Fails on a line without a hexadecimal size, over 15 digits, or
-/// longer than [`MAX_CHUNK_LINE`] bytes.
-pub(super) fn parse_chunk_line(bytes: &[u8]) -> Result<Option<(usize, u64)>, EngineError> {
+/// A chunk-size line at the start of a buffer.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) struct ChunkLine {
+    /// Its length, the line's end included.
+    pub(super) length: usize,
+    /// The size of the chunk it announces.
+    pub(super) size: u64,
+    /// How many bytes of it are extensions (from the first `;`).
+    pub(super) extensions: usize,
+}
+
+/// Parse the chunk-size line at the start of `bytes`; `None` when it is not whole yet. Fails on a
+/// line that does not start with a hexadecimal size, has more than 16 digits, a line feed inside
+/// an extension, or is longer than [`MAX_CHUNK_LINE`] bytes.
+pub(super) fn parse_chunk_line(bytes: &[u8]) -> Result<Option<ChunkLine>, EngineError> {
     if bytes.first().is_some_and(|first| !first.is_ascii_hexdigit()) {
         return Err(EngineError::Transport);
     }
     match httparse::parse_chunk_size(bytes) {
-        Ok(httparse::Status::Complete(line)) => Ok(Some(line)),
+        Ok(httparse::Status::Complete((length, size))) if length <= MAX_CHUNK_LINE => {
+            // httparse lets any byte through inside an extension; hyper refuses a line feed there
+            // (a reader that ends lines at a bare LF would see another line).
+            let text = &bytes[..length - 2];
+            if text.contains(&b'\n') {
+                return Err(EngineError::Transport);
+            }
+            let extensions = text.iter().position(|byte| *byte == b';').map_or(0, |at| text.len() - at);
+            Ok(Some(ChunkLine { length, size, extensions }))
+        }
         Ok(httparse::Status::Partial) if bytes.len() < MAX_CHUNK_LINE => Ok(None),
         _ => Err(EngineError::Transport),
     }
 }
 
-/// Parse one trailer line (or the empty line that ends the trailers) at the start of `bytes`:
-/// `Some((line length, whether it was the last))`, `None` when the line is not whole yet.
-pub(super) fn parse_trailer_line(bytes: &[u8]) -> Option<(usize, bool)> {
-    let end = bytes.windows(2).position(|pair| pair == b"\r\n")?;
-    Some((end + 2, end == 0))
+/// Parse the trailers after a chunked body's last chunk, up to and including the empty line
+/// that ends them, as hyper does (`httparse::parse_headers`, at most [`MAX_HEADERS`]): their
+/// length, `None` when they are not whole yet. Fails on a malformed line, too many of them, or
+/// more than [`MAX_TRAILER_BYTES`].
+pub(super) fn parse_trailers(bytes: &[u8]) -> Result<Option<usize>, EngineError> {
+    let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
+    match httparse::parse_headers(bytes, &mut headers) {
+        Ok(httparse::Status::Complete((length, _))) if length <= MAX_TRAILER_BYTES => Ok(Some(length)),
+        Ok(httparse::Status::Partial) if bytes.len() < MAX_TRAILER_BYTES => Ok(None),
+        _ => Err(EngineError::Transport),
+    }
 }
 
 #[cfg(test)]
@@ -299,12 +352,19 @@ mod tests {
 
     #[test]
     fn an_answer_is_framed_as_rfc_9112_says() {
-        let cases: [(&str, Framing, bool); 12] = [
+        let cases: [(&str, Framing, bool); 15] = [
             ("HTTP/1.1 200 OK\r\ncontent-length: 14\r\n\r\n", Framing::Length(14), true),
             ("HTTP/1.1 200 OK\r\nContent-Length: 5, 5\r\n\r\n", Framing::Length(5), true),
             ("HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n", Framing::Chunked, true),
             ("HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, Chunked\r\n\r\n", Framing::Chunked, true),
             ("HTTP/1.1 200 OK\r\ntransfer-encoding: chunked, gzip\r\n\r\n", Framing::UntilClose, false),
+            ("HTTP/1.1 200 OK\r\ntransfer-encoding: chunked,\r\n\r\n", Framing::UntilClose, false),
+            ("HTTP/1.1 200 OK\r\ntransfer-encoding: \u{ff}, chunked\r\n\r\n", Framing::UntilClose, false),
+            (
+                "HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\ntransfer-encoding: gzip\r\n\r\n",
+                Framing::UntilClose,
+                false,
+            ),
             ("HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\ncontent-length: 3\r\n\r\n", Framing::Chunked, false),
             ("HTTP/1.1 200 OK\r\n\r\n", Framing::UntilClose, false),
             ("HTTP/1.1 204 No Content\r\ncontent-length: 9\r\n\r\n", Framing::Length(0), true),
@@ -349,6 +409,9 @@ mod tests {
             "HTTP/1.1 200 OK\r\ncontent-length: 1, 2\r\n\r\n",
             "HTTP/1.1 200 OK\r\ncontent-length: 99999999999999999999\r\n\r\n",
             "HTTP/1.1 200 OK\r\ncontent-length:\r\n\r\n",
+            "HTTP/1.1 000 Zero\r\ncontent-length: 0\r\n\r\n",
+            "HTTP/1.1 099 Low\r\ncontent-length: 0\r\n\r\n",
+            "HTTP/1.0 200 OK\r\nconnection: keep-alive\r\ntransfer-encoding: chunked\r\n\r\n",
             "HTTP/1.1 200 OK\r\nbad header\r\n\r\n",
             "HTTP/1.1 200 OK\r\nfolded: a\r\n b\r\n\r\n",
             "SMTP ready\r\n\r\n",
@@ -360,22 +423,37 @@ mod tests {
 
     #[test]
     fn chunk_lines_are_parsed_with_extensions_and_bounded() {
-        assert_eq!(parse_chunk_line(b"1a\r\nrest"), Ok(Some((4, 26))));
-        assert_eq!(parse_chunk_line(b"5;name=value\r\n"), Ok(Some((14, 5))));
-        assert_eq!(parse_chunk_line(b"0\r\n"), Ok(Some((3, 0))));
+        let line = |length, size, extensions| Ok(Some(ChunkLine { length, size, extensions }));
+        assert_eq!(parse_chunk_line(b"1a\r\nrest"), line(4, 26, 0));
+        assert_eq!(parse_chunk_line(b"5;name=value\r\n"), line(14, 5, 11));
+        assert_eq!(parse_chunk_line(b"5 ;a\r\n"), line(6, 5, 2));
+        assert_eq!(parse_chunk_line(b"0\r\n"), line(3, 0, 0));
         assert_eq!(parse_chunk_line(b"1a"), Ok(None));
         assert_eq!(parse_chunk_line(b""), Ok(None));
-        for bad in [&b"\r\n"[..], b"x\r\n", b"1\rx", b";ext\r\n", b"1234567890abcdef0\r\n"] {
+        for bad in [&b"\r\n"[..], b"x\r\n", b"1\rx", b";ext\r\n", b"1234567890abcdef0\r\n", b"5;a\nb\r\n"] {
             assert_eq!(parse_chunk_line(bad), Err(EngineError::Transport), "{:?}", String::from_utf8_lossy(bad));
         }
-        let long = format!("1;{}", "e".repeat(MAX_CHUNK_LINE));
-        assert_eq!(parse_chunk_line(long.as_bytes()), Err(EngineError::Transport));
+        let longest = format!("1;{}\r\n", "e".repeat(MAX_CHUNK_LINE - 4));
+        assert_eq!(parse_chunk_line(longest.as_bytes()), line(MAX_CHUNK_LINE, 1, MAX_CHUNK_LINE - 3));
+        let whole = format!("1;{}\r\n", "e".repeat(MAX_CHUNK_LINE - 3));
+        assert_eq!(parse_chunk_line(whole.as_bytes()), Err(EngineError::Transport), "too long though whole");
+        let partial = format!("1;{}", "e".repeat(MAX_CHUNK_LINE));
+        assert_eq!(parse_chunk_line(partial.as_bytes()), Err(EngineError::Transport));
     }
 
     #[test]
-    fn trailer_lines_end_at_the_empty_line() {
-        assert_eq!(parse_trailer_line(b"x-sum: 1\r\n\r\n"), Some((10, false)));
-        assert_eq!(parse_trailer_line(b"\r\n"), Some((2, true)));
-        assert_eq!(parse_trailer_line(b"x-sum: 1"), None);
+    fn trailers_are_header_lines_up_to_the_empty_line_and_bounded() {
+        assert_eq!(parse_trailers(b"\r\nnext"), Ok(Some(2)));
+        assert_eq!(parse_trailers(b"x-sum: 1\r\nx-b: 2\r\n\r\n"), Ok(Some(20)));
+        assert_eq!(parse_trailers(b"x-sum: 1\r\n"), Ok(None));
+        assert_eq!(parse_trailers(b"\r"), Ok(None));
+        for bad in ["HTTP/1.1 200 OK\r\n\r\n", "\rX: 1\r\n\r\n", "no colon\r\n\r\n"] {
+            assert_eq!(parse_trailers(bad.as_bytes()), Err(EngineError::Transport), "{bad:?}");
+        }
+        let many = format!("{}\r\n", "x-a: 1\r\n".repeat(MAX_HEADERS + 1));
+        assert_eq!(parse_trailers(many.as_bytes()), Err(EngineError::Transport));
+        let long = format!("x-a: {}\r\n\r\n", "a".repeat(MAX_TRAILER_BYTES));
+        assert_eq!(parse_trailers(long.as_bytes()), Err(EngineError::Transport), "too long though whole");
+        assert_eq!(parse_trailers(&long.as_bytes()[..MAX_TRAILER_BYTES]), Err(EngineError::Transport));
     }
 }
