@@ -4,13 +4,16 @@
 //! Properties: no panic, and reading from memory never waits; however the bytes are cut into
 //! reads, the same status and body, or the same error, as reading them in one piece (the
 //! connection may be kept after the cut reading where the whole one saw unasked bytes after the
-//! body, never the other way round); a body is never longer than the bytes after the head; an
-//! answer read whole and kept leaves nothing unread, so it re-reads the same when anything follows.
+//! body, never the other way round); an answer read whole and kept leaves nothing unread, so one
+//! more byte arriving with it makes it not kept, with the same status and body.
 
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
 use memgate_gateway::engine::{EngineError, read_upstream_answer};
+
+/// The most bytes the engine's first read of an answer takes (`INBOX_SIZE` in `engine/answer.rs`).
+const FIRST_READ: usize = 8 * 1024;
 
 fuzz_target!(|data: &[u8]| {
     let Some((cut, answer)) = data.split_first() else { return };
@@ -22,9 +25,9 @@ fuzz_target!(|data: &[u8]| {
         (Ok((status, body, kept)), Ok((cut_status, cut_body, cut_kept))) => {
             assert_eq!((status, body), (cut_status, cut_body), "cut at {cut}");
             assert!(cut_kept >= kept, "kept only when read whole (cut at {cut})");
-            assert!(body.len() <= answer.len(), "a body longer than the answer");
-            if *kept {
-                // Nothing was left unread: bytes after the answer make it no longer kept.
+            if *kept && answer.len() < FIRST_READ {
+                // Nothing was left unread: bytes after the answer make it no longer kept (when
+                // they arrive with it, in the same read).
                 let mut longer = answer.to_vec();
                 longer.push(b'x');
                 let more = read_upstream_answer(&[&longer]);

@@ -38,7 +38,7 @@ def plant(text):
 
 def main():
     for target in ["manifest_documents", "config_snapshot", "validation_rules", "request_url",
-                   "normalize_response", "nexent_requests", "mcp_direct_read"]:
+                   "normalize_response", "nexent_requests", "mcp_direct_read", "upstream_answer"]:
         shutil.rmtree(SEEDS / target, ignore_errors=True)
 
     examples = sorted((ROOT / "examples").rglob("*.yaml")) + sorted((ROOT / "testdata/invalid").glob("*.yaml"))
@@ -111,6 +111,11 @@ def upstream_answer_seeds():
         "until_close": f"HTTP/1.0 200 OK\r\ncontent-type: application/json\r\n\r\n{body}",
         "interim": f"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nconnection: close\r\ncontent-length: {len(body)}\r\n\r\n{body}",
         "refusal": "HTTP/1.1 429 Too Many Requests\r\nretry-after: 3\r\ncontent-length: 0\r\n\r\n",
+        # Near the bounds: chunk-size lines of 4 KiB, 16 KiB of extensions and of trailers.
+        "extensions": "HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n"
+                      + f"1;{'e' * 4090}\r\nx\r\n" * 4 + "0\r\n\r\n",
+        "trailers": "HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n2\r\nhi\r\n0\r\n"
+                    + f"x-t: {'t' * 16364}\r\n\r\n",
     }
     for cut, (name, answer) in enumerate(answers.items()):
         write("upstream_answer", name, bytes([cut * 5]) + answer.encode())
