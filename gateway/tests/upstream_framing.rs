@@ -82,6 +82,27 @@ async fn every_answer_reads_as_hyper_reads_it() {
             "{OK}transfer-encoding: chunked\r\n\r\n{}0\r\n\r\n",
             format!("1;{}\r\nx\r\n", "e".repeat(4000)).repeat(5)
         ),
+        format!("{OK}transfer-encoding: chunked\r\n\r\n2\r\nhi\r\n0\r\n\n"),
+        format!("{OK}transfer-encoding: chunked\r\n\r\n2\r\nhi\r\n0\r\nx: 1\n\n"),
+        format!("{OK}transfer-encoding: chunked\r\n\r\n2\r\nhi\r\n0\r\nx: 1\n\r\n"),
+        // No body for 204 and 304 whatever the headers; Content-Length unread under Transfer-Encoding.
+        "HTTP/1.0 304 Not Modified\r\ntransfer-encoding: chunked\r\n\r\n".to_owned(),
+        "HTTP/1.1 204 No Content\r\ncontent-length: x\r\n\r\n".to_owned(),
+        format!("{OK}transfer-encoding: chunked\r\ncontent-length: x\r\n\r\n2\r\nhi\r\n0\r\n\r\n"),
+        format!("{OK}content-length: 00000000000000000000002\r\n\r\nhi"),
+        format!("{OK}content-length: 99999999999999999999\r\n\r\nhi"),
+        // Extensions: just under hyper's 16 KiB per body, and at it.
+        format!(
+            "{OK}transfer-encoding: chunked\r\n\r\n{}0\r\n\r\n",
+            format!("1;{}\r\nx\r\n", "e".repeat(4095)).repeat(4)
+        ),
+        format!(
+            "{OK}transfer-encoding: chunked\r\n\r\n{}0\r\n\r\n",
+            format!("1;{}\r\nx\r\n", "e".repeat(4096)).repeat(4)
+        ),
+        // Trailers: just under hyper's 16 KiB, and at it.
+        format!("{OK}transfer-encoding: chunked\r\n\r\n2\r\nhi\r\n0\r\nx-a: {}\r\n\r\n", "a".repeat(16 * 1024 - 10)),
+        format!("{OK}transfer-encoding: chunked\r\n\r\n2\r\nhi\r\n0\r\nx-a: {}\r\n\r\n", "a".repeat(16 * 1024 - 9)),
         format!("{OK}bad header\r\n\r\n"),
         format!("{OK}{}content-length: 0\r\n\r\n", "x-a: 1\r\n".repeat(100)),
         format!("{OK}folded: a\r\n b\r\ncontent-length: 0\r\n\r\n"),

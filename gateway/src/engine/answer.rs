@@ -97,7 +97,7 @@ impl<S: AsyncRead + Unpin> AnswerReader<'_, S> {
     pub(super) async fn head(&mut self) -> Result<Head, EngineError> {
         loop {
             match wire::parse_head(self.inbox.unread())? {
-                Parsed::Partial => self.more_lines().await?,
+                Parsed::Partial => self.more_lines(MAX_INBOX_SIZE).await?,
                 Parsed::Interim(length) => self.inbox.consume(length),
                 Parsed::Final(head, length) => {
                     self.inbox.consume(length);
@@ -160,11 +160,11 @@ impl<S: AsyncRead + Unpin> AnswerReader<'_, S> {
             let line = loop {
                 match wire::parse_chunk_line(self.inbox.unread())? {
                     Some(line) => break line,
-                    None => self.more_lines().await?,
+                    None => self.more_lines(wire::MAX_CHUNK_LINE).await?,
                 }
             };
             extensions += line.extensions;
-            if extensions > wire::MAX_CHUNK_EXTENSION_BYTES {
+            if extensions >= wire::CHUNK_EXTENSION_LIMIT {
                 return Err(EngineError::Transport);
             }
             self.inbox.consume(line.length);
@@ -186,19 +186,21 @@ impl<S: AsyncRead + Unpin> AnswerReader<'_, S> {
                     self.inbox.consume(length);
                     return Ok(());
                 }
-                None => self.more_lines().await?,
+                None => self.more_lines(wire::TRAILER_LIMIT).await?,
             }
         }
     }
 
     /// Read more of the answer until a line feed arrives, where a head, a chunk-size line or the
-    /// trailers can end: an upstream trickling them a byte at a time has them parsed once per line,
-    /// not once per byte (at most 100 lines of a head or trailers, at most 64 KiB).
-    async fn more_lines(&mut self) -> Result<(), EngineError> {
+    /// trailers can end, or until `bound` bytes are unread (so that the parse refuses what has
+    /// grown past its bound): an upstream trickling them a byte at a time has them parsed once per
+    /// line, not once per byte (at most 100 lines of a head or trailers).
+    async fn more_lines(&mut self, bound: usize) -> Result<(), EngineError> {
         loop {
             let before = self.inbox.unread().len();
             self.more().await?;
-            if self.inbox.unread()[before..].contains(&b'\n') {
+            let unread = self.inbox.unread();
+            if unread.len() >= bound || unread[before..].contains(&b'\n') {
                 return Ok(());
             }
         }
@@ -348,30 +350,29 @@ mod tests {
         let trailer_line = format!("x-t: {}\r\n", "b".repeat(1000));
         let long_trailers = format!(
             "HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n0\r\n{}\r\n",
-            trailer_line.repeat(wire::MAX_TRAILER_BYTES / 1000 + 1)
+            trailer_line.repeat(wire::TRAILER_LIMIT / 1000 + 1)
         );
         assert_eq!(read_every_way(&long_trailers), Err(EngineError::Transport));
         let one_long_trailer = format!(
             "HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n0\r\nx-t: {}",
-            "c".repeat(wire::MAX_TRAILER_BYTES)
+            "c".repeat(wire::TRAILER_LIMIT)
         );
         assert_eq!(read_every_way(&one_long_trailer), Err(EngineError::Transport));
-        // Trailers of exactly the bound, their last line feed arriving on its own or not.
-        let filler = "d".repeat(wire::MAX_TRAILER_BYTES - "x-t: \r\n\r\n".len());
+        // Trailers one byte under the limit, their last line feed arriving on its own or not.
+        let filler = "d".repeat(wire::TRAILER_LIMIT - 1 - "x-t: \r\n\r\n".len());
         let at_the_bound = format!("HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n0\r\nx-t: {filler}\r\n\r\n");
         assert_eq!(read_every_way(&at_the_bound), answer(200, "", true));
         assert_eq!(read_every_way(&at_the_bound.replace("x-t: ", "x-t: d")), Err(EngineError::Transport));
-        // Chunk extensions: 4 KiB per line and 16 KiB per body, however they arrive.
-        let extension = format!(";{}", "e".repeat(wire::MAX_CHUNK_LINE - 6));
-        let four_lines = format!(
-            "HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n{}0\r\n\r\n",
-            format!("1{extension}\r\nx\r\n").repeat(4)
-        );
-        assert_eq!(read_every_way(&four_lines), answer(200, "xxxx", true));
-        let five_lines = four_lines.replacen("0\r\n\r\n", &format!("1{extension}\r\nx\r\n0\r\n\r\n"), 1);
-        assert_eq!(read_every_way(&five_lines), Err(EngineError::Transport));
-        let long_line = four_lines.replacen(";", ";eeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeee", 1);
-        assert_eq!(read_every_way(&long_line), Err(EngineError::Transport));
+        // Chunk extensions: under 16 KiB per body, a line under 17 KiB, however they arrive.
+        let chunked = |lines: &str| format!("HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n{lines}0\r\n\r\n");
+        let with_extension = |bytes: usize| format!("1;{}\r\nx\r\n", "e".repeat(bytes));
+        let under = chunked(&[with_extension(8000), with_extension(wire::CHUNK_EXTENSION_LIMIT - 8001)].concat());
+        assert_eq!(read_every_way(&under), answer(200, "xx", true));
+        let at = chunked(&[with_extension(8000), with_extension(wire::CHUNK_EXTENSION_LIMIT - 8000)].concat());
+        assert_eq!(read_every_way(&at), Err(EngineError::Transport));
+        let blanks = |count: usize| chunked(&format!("1{};e\r\nx\r\n", " ".repeat(count)));
+        assert_eq!(read_every_way(&blanks(1000)), answer(200, "x", true));
+        assert_eq!(read_every_way(&blanks(wire::MAX_CHUNK_LINE)), Err(EngineError::Transport));
     }
 
     #[test]

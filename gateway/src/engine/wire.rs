@@ -16,7 +16,7 @@
 //! `Connection: keep-alive`) and its framing is unambiguous.
 //!
 //! Chunk-size lines follow hyper's rules too: a hexadecimal size first, no line feed inside an
-//! extension, at most 16 KiB of extensions per body; trailers are parsed as header lines (at most
+//! extension, under 16 KiB of extensions per body (and 17 KiB per line); trailers are parsed as header lines (at most
 //! 100, 16 KiB) and dropped.
 //!
 //! The head is parsed with `httparse` (hyper's own parser) with hyper's default of at most 100
@@ -32,15 +32,17 @@ use super::request::UpstreamRequest;
 /// The most headers an answer may have (hyper's client default, `DEFAULT_MAX_HEADERS`).
 const MAX_HEADERS: usize = 100;
 
-/// The longest chunk-size line (size and extensions) accepted.
-pub(super) const MAX_CHUNK_LINE: usize = 4096;
+/// The longest chunk-size line accepted. hyper bounds only a body's extensions
+/// ([`CHUNK_EXTENSION_LIMIT`]); a line also holds the size and blanks, given 1 KiB more.
+pub(super) const MAX_CHUNK_LINE: usize = 17 * 1024;
 
-/// The most bytes of chunk extensions in one body (hyper's `CHUNKED_EXTENSIONS_LIMIT`).
-pub(super) const MAX_CHUNK_EXTENSION_BYTES: usize = 16 * 1024;
+/// Chunk extensions in one body must stay under this many bytes (hyper's
+/// `CHUNKED_EXTENSIONS_LIMIT`, reached at its 16384th byte).
+pub(super) const CHUNK_EXTENSION_LIMIT: usize = 16 * 1024;
 
-/// The most bytes of trailers after a chunked body, the empty line that ends them included
-/// (hyper's `TRAILER_LIMIT`).
-pub(super) const MAX_TRAILER_BYTES: usize = 16 * 1024;
+/// Trailers after a chunked body, the empty line that ends them included, must stay under this
+/// many bytes (hyper's `TRAILER_LIMIT`, reached at its 16384th byte).
+pub(super) const TRAILER_LIMIT: usize = 16 * 1024;
 
 /// How a response's body ends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -169,16 +171,18 @@ pub(super) fn parse_head(bytes: &[u8]) -> Result<Parsed, EngineError> {
         return Ok(Parsed::Interim(length));
     }
     let http11 = response.version == Some(1);
-    let (mut retry_after, mut content_length, mut chunked, mut encoded) = (None, None, false, false);
+    let (mut retry_after, mut chunked, mut encoded) = (None, false, false);
+    // `Some(None)`: a Content-Length that is not a number, or values that differ.
+    let mut content_length: Option<Option<u64>> = None;
     let (mut close, mut keep_alive) = (false, false);
     for header in response.headers.iter() {
         let name = header.name;
         if name.eq_ignore_ascii_case("content-length") {
-            let value = parse_content_length(header.value)?;
-            if content_length.is_some_and(|seen| seen != value) {
-                return Err(EngineError::Transport);
-            }
-            content_length = Some(value);
+            let value = parse_content_length(header.value);
+            content_length = match content_length {
+                None => Some(value),
+                Some(seen) => Some(seen.filter(|_| seen == value)),
+            };
         } else if name.eq_ignore_ascii_case("transfer-encoding") {
             encoded = true;
             // Only the last coding of the last header decides (RFC 9112 §6.3, item 4), read as
@@ -193,15 +197,21 @@ pub(super) fn parse_head(bytes: &[u8]) -> Result<Parsed, EngineError> {
             retry_after = HeaderValue::from_bytes(header.value).ok();
         }
     }
-    if encoded && !http11 {
-        return Err(EngineError::Transport);
-    }
+    // In hyper's order (`Client::decoder` in `proto/h1/role.rs`): no body for 204 and 304 whatever
+    // the headers; then Transfer-Encoding (refused in HTTP/1.0); then Content-Length.
     let framing = if status == 204 || status == 304 {
         Framing::Length(0)
     } else if encoded {
+        if !http11 {
+            return Err(EngineError::Transport);
+        }
         if chunked { Framing::Chunked } else { Framing::UntilClose }
     } else {
-        content_length.map_or(Framing::UntilClose, Framing::Length)
+        match content_length {
+            Some(Some(length)) => Framing::Length(length),
+            Some(None) => return Err(EngineError::Transport),
+            None => Framing::UntilClose,
+        }
     };
     // Both headers at once is how requests are smuggled: the body is read as
     // `Transfer-Encoding` says, and the connection is not trusted with another request.
@@ -211,21 +221,28 @@ pub(super) fn parse_head(bytes: &[u8]) -> Result<Parsed, EngineError> {
     Ok(Parsed::Final(Head { status, retry_after, framing, reusable }, length))
 }
 
-/// A `Content-Length` value: a decimal number, or a list of equal ones (RFC 9110 §8.6).
-fn parse_content_length(value: &[u8]) -> Result<u64, EngineError> {
+/// A `Content-Length` value as hyper reads it (`content_length_parse_all_values`): visible ASCII,
+/// a decimal number or a list of equal ones (RFC 9110 §8.6) that fits in a `u64`; `None` otherwise.
+fn parse_content_length(value: &[u8]) -> Option<u64> {
+    if !value.iter().all(|byte| is_value_byte(*byte)) {
+        return None;
+    }
     let mut length = None;
     for token in value.split(|byte| *byte == b',') {
         let token = token.trim_ascii();
-        if token.is_empty() || token.len() > 19 || !token.iter().all(u8::is_ascii_digit) {
-            return Err(EngineError::Transport);
+        if token.is_empty() {
+            return None;
         }
-        let parsed = token.iter().fold(0u64, |sum, digit| sum * 10 + u64::from(digit - b'0'));
+        let parsed = token.iter().try_fold(0u64, |sum, digit| {
+            let digit = digit.is_ascii_digit().then(|| u64::from(digit - b'0'))?;
+            sum.checked_mul(10)?.checked_add(digit)
+        })?;
         if length.is_some_and(|seen| seen != parsed) {
-            return Err(EngineError::Transport);
+            return None;
         }
         length = Some(parsed);
     }
-    length.ok_or(EngineError::Transport)
+    length
 }
 
 /// The comma-separated tokens of a header value, trimmed, empty ones left out.
@@ -236,7 +253,7 @@ fn tokens(value: &[u8]) -> impl Iterator<Item = &[u8]> {
 /// A `Transfer-Encoding` value ends in `chunked`, as hyper's `transfer_encoding_is_chunked` reads
 /// it: visible ASCII, and its last comma-separated element (even an empty one) is `chunked`.
 fn is_chunked(value: &[u8]) -> bool {
-    value.iter().all(|byte| (0x20..0x7f).contains(byte) || *byte == b'\t')
+    value.iter().all(|byte| is_value_byte(*byte))
         && value
             .rsplit(|byte| *byte == b',')
             .next()
@@ -250,7 +267,7 @@ pub(super) struct ChunkLine {
     pub(super) length: usize,
     /// The size of the chunk it announces.
     pub(super) size: u64,
-    /// How many bytes of it are extensions (from the first `;`).
+    /// How many bytes of it are extensions (after the first `;`, as hyper counts them).
     pub(super) extensions: usize,
 }
 
@@ -269,7 +286,7 @@ pub(super) fn parse_chunk_line(bytes: &[u8]) -> Result<Option<ChunkLine>, Engine
             if text.contains(&b'\n') {
                 return Err(EngineError::Transport);
             }
-            let extensions = text.iter().position(|byte| *byte == b';').map_or(0, |at| text.len() - at);
+            let extensions = text.iter().position(|byte| *byte == b';').map_or(0, |at| text.len() - at - 1);
             Ok(Some(ChunkLine { length, size, extensions }))
         }
         Ok(httparse::Status::Partial) if bytes.len() < MAX_CHUNK_LINE => Ok(None),
@@ -279,13 +296,19 @@ pub(super) fn parse_chunk_line(bytes: &[u8]) -> Result<Option<ChunkLine>, Engine
 
 /// Parse the trailers after a chunked body's last chunk, up to and including the empty line
 /// that ends them, as hyper does (`httparse::parse_headers`, at most [`MAX_HEADERS`]): their
-/// length, `None` when they are not whole yet. Fails on a malformed line, too many of them, or
-/// more than [`MAX_TRAILER_BYTES`].
+/// length, `None` when they are not whole yet. Fails on a malformed line, too many of them, a
+/// line feed without a carriage return before it (hyper ends trailers only at CRLF CRLF), or
+/// [`TRAILER_LIMIT`] bytes.
 pub(super) fn parse_trailers(bytes: &[u8]) -> Result<Option<usize>, EngineError> {
     let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
     match httparse::parse_headers(bytes, &mut headers) {
-        Ok(httparse::Status::Complete((length, _))) if length <= MAX_TRAILER_BYTES => Ok(Some(length)),
-        Ok(httparse::Status::Partial) if bytes.len() < MAX_TRAILER_BYTES => Ok(None),
+        Ok(httparse::Status::Complete((length, _))) if length < TRAILER_LIMIT => {
+            let block = &bytes[..length];
+            let bare_line_feed =
+                block.iter().enumerate().any(|(at, byte)| *byte == b'\n' && (at == 0 || block[at - 1] != b'\r'));
+            if bare_line_feed { Err(EngineError::Transport) } else { Ok(Some(length)) }
+        }
+        Ok(httparse::Status::Partial) if bytes.len() < TRAILER_LIMIT => Ok(None),
         _ => Err(EngineError::Transport),
     }
 }
@@ -425,8 +448,8 @@ mod tests {
     fn chunk_lines_are_parsed_with_extensions_and_bounded() {
         let line = |length, size, extensions| Ok(Some(ChunkLine { length, size, extensions }));
         assert_eq!(parse_chunk_line(b"1a\r\nrest"), line(4, 26, 0));
-        assert_eq!(parse_chunk_line(b"5;name=value\r\n"), line(14, 5, 11));
-        assert_eq!(parse_chunk_line(b"5 ;a\r\n"), line(6, 5, 2));
+        assert_eq!(parse_chunk_line(b"5;name=value\r\n"), line(14, 5, 10));
+        assert_eq!(parse_chunk_line(b"5 ;a\r\n"), line(6, 5, 1));
         assert_eq!(parse_chunk_line(b"0\r\n"), line(3, 0, 0));
         assert_eq!(parse_chunk_line(b"1a"), Ok(None));
         assert_eq!(parse_chunk_line(b""), Ok(None));
@@ -434,7 +457,7 @@ mod tests {
             assert_eq!(parse_chunk_line(bad), Err(EngineError::Transport), "{:?}", String::from_utf8_lossy(bad));
         }
         let longest = format!("1;{}\r\n", "e".repeat(MAX_CHUNK_LINE - 4));
-        assert_eq!(parse_chunk_line(longest.as_bytes()), line(MAX_CHUNK_LINE, 1, MAX_CHUNK_LINE - 3));
+        assert_eq!(parse_chunk_line(longest.as_bytes()), line(MAX_CHUNK_LINE, 1, MAX_CHUNK_LINE - 4));
         let whole = format!("1;{}\r\n", "e".repeat(MAX_CHUNK_LINE - 3));
         assert_eq!(parse_chunk_line(whole.as_bytes()), Err(EngineError::Transport), "too long though whole");
         let partial = format!("1;{}", "e".repeat(MAX_CHUNK_LINE));
@@ -452,8 +475,13 @@ mod tests {
         }
         let many = format!("{}\r\n", "x-a: 1\r\n".repeat(MAX_HEADERS + 1));
         assert_eq!(parse_trailers(many.as_bytes()), Err(EngineError::Transport));
-        let long = format!("x-a: {}\r\n\r\n", "a".repeat(MAX_TRAILER_BYTES));
+        for bare in ["\n", "x-a: 1\n\n", "x-a: 1\n\r\n", "x-a: 1\r\n\n"] {
+            assert_eq!(parse_trailers(bare.as_bytes()), Err(EngineError::Transport), "{bare:?}");
+        }
+        let longest = format!("x-a: {}\r\n\r\n", "a".repeat(TRAILER_LIMIT - 10));
+        assert_eq!(parse_trailers(longest.as_bytes()), Ok(Some(TRAILER_LIMIT - 1)));
+        let long = format!("x-a: {}\r\n\r\n", "a".repeat(TRAILER_LIMIT - 9));
         assert_eq!(parse_trailers(long.as_bytes()), Err(EngineError::Transport), "too long though whole");
-        assert_eq!(parse_trailers(&long.as_bytes()[..MAX_TRAILER_BYTES]), Err(EngineError::Transport));
+        assert_eq!(parse_trailers(&long.as_bytes()[..TRAILER_LIMIT]), Err(EngineError::Transport));
     }
 }
