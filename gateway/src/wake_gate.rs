@@ -1,8 +1,7 @@
 //! Polling a task's work without waking the task from inside its own poll.
 //!
 //! Inside one connection task, parts wake each other while they are polled: hyper's server
-//! dispatcher and the request body it feeds, the engine's upstream connection and the answer it
-//! hands over. Tokio's multi-thread scheduler answers a task that wakes itself while it runs by
+//! dispatcher and the request body it feeds. Tokio's multi-thread scheduler answers a task that wakes itself while it runs by
 //! rescheduling it as a yield, which also wakes an idle worker: a futex call, a context switch
 //! and a worker that finds nothing to do, several times per request on a path whose own work
 //! takes microseconds (seen with `strace`/`perf` under the benchmark). In tokio 1.54.1: a task
@@ -81,15 +80,6 @@ impl WakeGate {
         self.shared.state.store(IDLE, Ordering::SeqCst);
         cx.waker().wake_by_ref();
         Poll::Pending
-    }
-
-    /// Run `f` with its wakes dropped: for a step that is followed at once by [`WakeGate::poll`]
-    /// of whatever it woke (queuing a request on a connection that is polled next).
-    pub fn held<T>(&self, f: impl FnOnce() -> T) -> T {
-        self.shared.state.store(POLLING, Ordering::SeqCst);
-        let output = f();
-        self.shared.state.store(IDLE, Ordering::SeqCst);
-        output
     }
 }
 
@@ -176,16 +166,5 @@ mod tests {
         assert_eq!(polled, Poll::Pending);
         assert_eq!(rounds, MAX_ROUNDS);
         assert_eq!(counter.0.load(Ordering::SeqCst), 1, "yielded: the task runs again");
-    }
-
-    #[test]
-    fn wakes_inside_held_are_dropped_and_later_ones_wake_the_task() {
-        let (counter, task, gate) = setup();
-        let mut cx = Context::from_waker(&task);
-        let kept = pending_poll(&gate, &mut cx);
-        gate.held(|| kept.wake_by_ref());
-        assert_eq!(counter.0.load(Ordering::SeqCst), 0);
-        kept.wake_by_ref();
-        assert_eq!(counter.0.load(Ordering::SeqCst), 1);
     }
 }
