@@ -10,10 +10,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use memgate_gateway::engine::{EngineError, read_upstream_answer};
-
-/// The most bytes the engine's first read of an answer takes (`INBOX_SIZE` in `engine/answer.rs`).
-const FIRST_READ: usize = 8 * 1024;
+use memgate_gateway::engine::{EngineError, UPSTREAM_FIRST_READ_BYTES, read_upstream_answer};
 
 fuzz_target!(|data: &[u8]| {
     let Some((cut, answer)) = data.split_first() else { return };
@@ -25,7 +22,7 @@ fuzz_target!(|data: &[u8]| {
         (Ok((status, body, kept)), Ok((cut_status, cut_body, cut_kept))) => {
             assert_eq!((status, body), (cut_status, cut_body), "cut at {cut}");
             assert!(cut_kept >= kept, "kept only when read whole (cut at {cut})");
-            if *kept && answer.len() < FIRST_READ {
+            if *kept && answer.len() < UPSTREAM_FIRST_READ_BYTES {
                 // Nothing was left unread: bytes after the answer make it no longer kept (when
                 // they arrive with it, in the same read).
                 let mut longer = answer.to_vec();

@@ -13,9 +13,9 @@ use tokio::io::{AsyncRead, AsyncReadExt, ReadBuf};
 use super::error::EngineError;
 use super::wire::{self, Framing, Head, Parsed};
 
-/// A connection's read buffer: its size while pooled, and the most it grows to (which is also
-/// the longest answer head read).
-const INBOX_SIZE: usize = 8 * 1024;
+/// A connection's read buffer: its size while pooled (so the most its first read of an answer
+/// takes), and the most it grows to (which is also the longest answer head read).
+pub const INBOX_SIZE: usize = 8 * 1024;
 const MAX_INBOX_SIZE: usize = 64 * 1024;
 
 /// Bytes read from a connection and not used yet: `bytes[start..end]`. The vector's length is the
@@ -230,7 +230,9 @@ pub type PiecesAnswer = Result<(u16, Vec<u8>, bool), EngineError>;
 
 /// Read one answer (head and body, bodies of `204`/`304` empty) from `pieces` delivered one read
 /// each, then the end of the connection. For tests and the `upstream_answer` fuzz target, which
-/// holds that however an answer is cut into reads, what is read of it is the same.
+/// holds that however an answer is cut into reads, what is read of it is the same. Reading from
+/// memory never waits; if it did, that would be reported as [`EngineError::Timeout`], which the
+/// reader itself never returns.
 #[doc(hidden)]
 pub fn read_from_pieces(pieces: &[&[u8]]) -> PiecesAnswer {
     let mut socket = Pieces { pieces, at: 0 };

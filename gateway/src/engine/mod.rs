@@ -22,7 +22,7 @@ mod wire;
 pub mod write;
 
 #[doc(hidden)]
-pub use answer::{PiecesAnswer, read_from_pieces as read_upstream_answer};
+pub use answer::{INBOX_SIZE as UPSTREAM_FIRST_READ_BYTES, PiecesAnswer, read_from_pieces as read_upstream_answer};
 pub use client::{DEFAULT_PERMITS_PER_PROVIDER, Engine, EngineConfig, EngineInitError, MAX_RESPONSE_BYTES};
 pub use error::{EngineError, ErrorCode, Severity};
 pub use normalize::{Item, normalize};
