@@ -177,6 +177,25 @@ async fn an_oversized_request_head_is_refused() {
     assert!(took < CEILING, "{took:?}");
 }
 
+/// A request head of 100 header fields is served; one of 101 is refused (431) and the connection
+/// closed (hyper's default limit, which the listener relies on without setting it).
+#[tokio::test]
+async fn a_request_head_of_more_than_100_fields_is_refused() {
+    let (gateway, _dir, _logs) = gateway_for("http://127.0.0.1:9", &[]).await;
+    for (fields, status) in [(100, "HTTP/1.1 200"), (101, "HTTP/1.1 431")] {
+        let mut stream = connect(&gateway);
+        let started = Instant::now();
+        // `host` and `connection` are two of the fields.
+        let padding: String = (0..fields - 2).map(|n| format!("x-pad-{n}: 1\r\n")).collect();
+        let head = format!("GET /healthz HTTP/1.1\r\nhost: localhost\r\nconnection: close\r\n{padding}\r\n");
+        stream.write_all(head.as_bytes()).expect("head");
+        let (received, took) = read_until_closed(&mut stream, started);
+        let text = String::from_utf8_lossy(&received);
+        assert!(text.starts_with(status), "{fields} fields: {text}");
+        assert!(took < CEILING, "{took:?}");
+    }
+}
+
 /// A body trickled at a byte every 200 ms (Content-Length 100000) ends with 408 (before: still
 /// open after 45 s at 1 byte/s).
 #[tokio::test]
