@@ -51,6 +51,10 @@ pub const DEFAULT_PERMITS_PER_PROVIDER: usize = 16;
 /// upstream answering 429 with keep-alive, say) the gateway's sockets are back to normal within 8 s.
 pub const UPSTREAM_IDLE_TIMEOUT: Duration = Duration::from_secs(4);
 
+/// How long the body of an upstream refusal may take, after the refusal has been returned, before
+/// its connection is closed instead of pooled again.
+const REFUSAL_BODY_WAIT: Duration = Duration::from_secs(2);
+
 /// A provider's semaphore and the number of permits it was created with.
 type SizedSemaphore = (usize, Arc<Semaphore>);
 
@@ -252,8 +256,17 @@ impl Engine {
         let head = lease.send(&sent).await?;
         if !(200..300).contains(&head.status) {
             // A short refusal (a 429 under load, say) keeps its connection, as reqwest's pool did.
+            // The head is the answer; the body only decides whether the connection can be kept.
+            // Read here when it has arrived with the head, else in the background for at most
+            // `REFUSAL_BODY_WAIT`: a body that never comes must not turn the refusal into a
+            // timeout, nor hold the call.
             let refused = Answer::Refused { status: head.status, retry_after: head.retry_after.clone() };
-            lease.finish_short(&head).await;
+            let mut rest = Box::pin(lease.finish_short(head));
+            if futures::poll!(rest.as_mut()).is_pending() {
+                tokio::spawn(async move {
+                    let _ = tokio::time::timeout(REFUSAL_BODY_WAIT, rest).await;
+                });
+            }
             return Ok(refused);
         }
         let declared = match head.framing {
@@ -720,6 +733,69 @@ mod tests {
         for idle in [reqwest_idle.expect("server"), driven_idle.expect("server")] {
             assert!(idle >= UPSTREAM_IDLE_TIMEOUT / 2, "closed after {idle:?}: pooled, not closed at once");
         }
+    }
+
+    /// A refusal is returned as soon as its head is read: a body that never comes costs the call
+    /// nothing (before, the call waited for it until its deadline and failed as a timeout), and
+    /// the connection is closed after [`REFUSAL_BODY_WAIT`] instead of pooled.
+    #[tokio::test]
+    async fn a_refusal_is_returned_without_waiting_for_its_body() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let url = url::Url::parse(&format!("http://{}/search", listener.local_addr().expect("address"))).expect("url");
+        let server = tokio::spawn(async move {
+            let (mut stream, _) = listener.accept().await.expect("accept");
+            let mut request = [0u8; 4096];
+            assert!(stream.read(&mut request).await.expect("request") > 0);
+            let head = b"HTTP/1.1 429 Too Many Requests\r\nretry-after: 3\r\ncontent-length: 10\r\n\r\n";
+            stream.write_all(head).await.expect("head");
+            let answered = Instant::now();
+            // The body's 10 bytes never come; the gateway ends the connection.
+            while stream.read(&mut request).await.is_ok_and(|read| read > 0) {}
+            answered.elapsed()
+        });
+        let engine = Engine::new(EngineConfig::default()).expect("engine");
+        let request = UpstreamRequest { method: SearchMethod::Get, url, headers: Vec::new(), body: None };
+        let refused = timeout_at(Instant::now() + REFUSAL_BODY_WAIT, engine.fetch_driven(request))
+            .await
+            .expect("returned before the body could have been waited for");
+        assert!(matches!(refused, Err(EngineError::RateLimited { retry_after_seconds: Some(3) })), "{refused:?}");
+        let open_for = timeout_at(Instant::now() + REFUSAL_BODY_WAIT + Duration::from_secs(10), server)
+            .await
+            .expect("the connection was closed")
+            .expect("server");
+        assert!(open_for >= REFUSAL_BODY_WAIT / 2, "closed after {open_for:?}: its body had its time");
+        assert!(engine.http1.is_empty(), "not pooled");
+    }
+
+    /// A refusal whose body follows its head a moment later is returned at once, and its
+    /// connection, read to the end in the background, carries the next call.
+    #[tokio::test]
+    async fn a_refusals_connection_is_kept_when_its_body_comes_later() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let url = url::Url::parse(&format!("http://{}/search", listener.local_addr().expect("address"))).expect("url");
+        let server = tokio::spawn(async move {
+            let (mut stream, _) = listener.accept().await.expect("accept");
+            let mut request = [0u8; 4096];
+            assert!(stream.read(&mut request).await.expect("first request") > 0);
+            stream.write_all(b"HTTP/1.1 503 Service Unavailable\r\ncontent-length: 7\r\n\r\n").await.expect("head");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            stream.write_all(b"{\"x\":1}").await.expect("body");
+            assert!(stream.read(&mut request).await.expect("second request") > 0, "the connection was reused");
+            stream.write_all(ANSWER.as_bytes()).await.expect("answer");
+        });
+        let engine = Engine::new(EngineConfig::default()).expect("engine");
+        let request =
+            || UpstreamRequest { method: SearchMethod::Get, url: url.clone(), headers: Vec::new(), body: None };
+        let refused = engine.fetch_driven(request()).await;
+        assert!(matches!(refused, Err(EngineError::ServerError(503))), "{refused:?}");
+        assert!(engine.http1.is_empty(), "returned before its body was read");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        assert!(!engine.http1.is_empty(), "pooled once its body was read");
+        let (body, _) = engine.fetch_driven(request()).await.expect("answer on the same connection");
+        assert_eq!(body, b"{\"results\":[]}");
+        timeout_at(Instant::now() + Duration::from_secs(10), server).await.expect("server done").expect("server");
     }
 
     /// A server answering one request with 429 and keep-alive; the task ends with how long the

@@ -175,8 +175,9 @@ impl Lease {
 
     /// Read the rest of a body not wanted (a refusal's) and hand the connection back, or close it
     /// when the body is longer than [`MAX_DISCARDED_BYTES`], ends only with the connection, or
-    /// fails.
-    pub(super) async fn finish_short(mut self, head: &Head) {
+    /// fails. Owns `head` so that it can finish after the call has returned (see
+    /// [`super::client`]'s refusals).
+    pub(super) async fn finish_short(mut self, head: Head) {
         match head.framing {
             Framing::Length(length) if length <= MAX_DISCARDED_BYTES as u64 => {}
             Framing::Chunked => {}
@@ -187,7 +188,7 @@ impl Lease {
             read += chunk.len();
             if read > MAX_DISCARDED_BYTES { Err(EngineError::TooLarge) } else { Ok(()) }
         };
-        if self.read_body(head, discard).await.is_ok() {
+        if self.read_body(&head, discard).await.is_ok() {
             self.release();
         }
     }
