@@ -38,7 +38,7 @@ use std::borrow::Cow;
 use std::fmt::Write as _;
 
 use axum::http::header::{ACCEPT, CONTENT_TYPE, HOST};
-use axum::http::{HeaderMap, HeaderValue, StatusCode, Uri};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use rmcp::model::{
     CallToolResponse, CallToolResult, ClientJsonRpcMessage, ClientRequest, GetMeta, JsonRpcVersion2_0, ProtocolVersion,
@@ -49,12 +49,13 @@ use serde::Deserialize;
 use super::server::{Outcome, TOOL_NAME, query_argument};
 use crate::profile::{ProfileOutput, normalize_query, push_json_string};
 
+// Header names as `HeaderName`s: a lookup by `&str` parses and checks the name on every call.
 /// The protocol version header (rmcp's `HEADER_MCP_PROTOCOL_VERSION`).
-const PROTOCOL_VERSION_HEADER: &str = "mcp-protocol-version";
+const PROTOCOL_VERSION_HEADER: HeaderName = HeaderName::from_static("mcp-protocol-version");
 /// SEP-2243's method header (rmcp's `HEADER_MCP_METHOD`).
-const METHOD_HEADER: &str = "mcp-method";
+const METHOD_HEADER: HeaderName = HeaderName::from_static("mcp-method");
 /// SEP-2243's name header (rmcp's `HEADER_MCP_NAME`).
-const NAME_HEADER: &str = "mcp-name";
+const NAME_HEADER: HeaderName = HeaderName::from_static("mcp-name");
 
 /// The `_meta` keys of the 2026-07-28 lifecycle (rmcp's `RequestMetaObject::META_KEY_*`).
 const META_PROTOCOL_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
@@ -294,12 +295,12 @@ fn has_json_content_type(headers: &HeaderMap) -> bool {
 /// era calls for: none before 2026-07-28 (no session id, no SEP-2243 headers); for 2026-07-28 one
 /// `Mcp-Method: tools/call` and one `Mcp-Name: context_search`, byte for byte.
 fn era(headers: &HeaderMap) -> Option<Era> {
-    let version = single(headers, PROTOCOL_VERSION_HEADER)?;
+    let version = single(headers, &PROTOCOL_VERSION_HEADER)?;
     let mut others =
         headers.keys().filter(|name| name.as_str().starts_with("mcp-") && *name != PROTOCOL_VERSION_HEADER);
     if version.as_bytes() == ProtocolVersion::V_2026_07_28.as_str().as_bytes() {
-        let method = single(headers, METHOD_HEADER).is_some_and(|value| value.as_bytes() == b"tools/call");
-        let name = single(headers, NAME_HEADER).is_some_and(|value| value.as_bytes() == TOOL_NAME.as_bytes());
+        let method = single(headers, &METHOD_HEADER).is_some_and(|value| value.as_bytes() == b"tools/call");
+        let name = single(headers, &NAME_HEADER).is_some_and(|value| value.as_bytes() == TOOL_NAME.as_bytes());
         let unexpected = others.any(|header| header != METHOD_HEADER && header != NAME_HEADER);
         return (method && name && !unexpected).then_some(Era::PerRequest);
     }
@@ -310,7 +311,7 @@ fn era(headers: &HeaderMap) -> Option<Era> {
 }
 
 /// The one value of header `name`; `None` when absent or repeated.
-fn single<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a HeaderValue> {
+fn single<'a>(headers: &'a HeaderMap, name: &HeaderName) -> Option<&'a HeaderValue> {
     let mut values = headers.get_all(name).iter();
     let (Some(value), None) = (values.next(), values.next()) else { return None };
     Some(value)
