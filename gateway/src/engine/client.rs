@@ -791,7 +791,10 @@ mod tests {
         let refused = engine.fetch_driven(request()).await;
         assert!(matches!(refused, Err(EngineError::ServerError(503))), "{refused:?}");
         assert!(engine.http1.is_empty(), "returned before its body was read");
-        tokio::time::sleep(Duration::from_millis(500)).await;
+        let pooled_by = Instant::now() + Duration::from_secs(10);
+        while engine.http1.is_empty() && Instant::now() < pooled_by {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
         assert!(!engine.http1.is_empty(), "pooled once its body was read");
         let (body, _) = engine.fetch_driven(request()).await.expect("answer on the same connection");
         assert_eq!(body, b"{\"results\":[]}");
