@@ -741,8 +741,7 @@ mod tests {
     #[tokio::test]
     async fn a_refusal_is_returned_without_waiting_for_its_body() {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
-        let url = url::Url::parse(&format!("http://{}/search", listener.local_addr().expect("address"))).expect("url");
+        let (listener, url) = search_listener().await;
         let server = tokio::spawn(async move {
             let (mut stream, _) = listener.accept().await.expect("accept");
             let mut request = [0u8; 4096];
@@ -773,8 +772,7 @@ mod tests {
     #[tokio::test]
     async fn a_refusals_connection_is_kept_when_its_body_comes_later() {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
-        let url = url::Url::parse(&format!("http://{}/search", listener.local_addr().expect("address"))).expect("url");
+        let (listener, url) = search_listener().await;
         let server = tokio::spawn(async move {
             let (mut stream, _) = listener.accept().await.expect("accept");
             let mut request = [0u8; 4096];
@@ -801,12 +799,18 @@ mod tests {
         timeout_at(Instant::now() + Duration::from_secs(10), server).await.expect("server done").expect("server");
     }
 
+    /// A loopback listener for a raw upstream, and the `/search` URL that reaches it.
+    async fn search_listener() -> (tokio::net::TcpListener, url::Url) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let url = url::Url::parse(&format!("http://{}/search", listener.local_addr().expect("address"))).expect("url");
+        (listener, url)
+    }
+
     /// A server answering one request with 429 and keep-alive; the task ends with how long the
     /// connection then stayed open.
     async fn idle_watching_server() -> (url::Url, tokio::task::JoinHandle<Duration>) {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
-        let url = url::Url::parse(&format!("http://{}/search", listener.local_addr().expect("address"))).expect("url");
+        let (listener, url) = search_listener().await;
         let server = tokio::spawn(async move {
             let (mut stream, _) = listener.accept().await.expect("accept");
             let mut head = Vec::new();

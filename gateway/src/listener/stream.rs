@@ -124,6 +124,15 @@ mod tests {
 
     use super::*;
 
+    /// A loopback connection: the client's end, and the accepted end shared.
+    async fn connected() -> (TcpStream, SharedStream, Resetter) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let client = TcpStream::connect(listener.local_addr().expect("address")).await.expect("connect");
+        let (accepted, _) = listener.accept().await.expect("accept");
+        let (shared, resetter) = share(accepted);
+        (client, shared, resetter)
+    }
+
     #[tokio::test]
     async fn a_shared_stream_reads_writes_and_shuts_down() {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
@@ -147,11 +156,7 @@ mod tests {
 
     #[tokio::test]
     async fn after_a_short_read_the_next_bytes_still_wake_the_reader() {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
-        let address = listener.local_addr().expect("address");
-        let mut client = TcpStream::connect(address).await.expect("connect");
-        let (accepted, _) = listener.accept().await.expect("accept");
-        let (mut shared, _resetter) = share(accepted);
+        let (mut client, mut shared, _resetter) = connected().await;
         let mut buffer = [0u8; 64];
         for part in [&b"first"[..], b"second", b"third"] {
             // Each part is a short read (readiness cleared); the next one arrives while the
@@ -173,11 +178,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_read_leaves_the_rest_of_an_uninitialised_buffer_untouched() {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
-        let address = listener.local_addr().expect("address");
-        let mut client = TcpStream::connect(address).await.expect("connect");
-        let (accepted, _) = listener.accept().await.expect("accept");
-        let (mut shared, _resetter) = share(accepted);
+        let (mut client, mut shared, _resetter) = connected().await;
         client.write_all(b"request").await.expect("write");
         let mut storage = [std::mem::MaybeUninit::<u8>::uninit(); 8192];
         let mut buf = ReadBuf::uninit(&mut storage);
@@ -189,11 +190,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_reset_discards_what_was_not_sent() {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
-        let address = listener.local_addr().expect("address");
-        let client = TcpStream::connect(address).await.expect("connect");
-        let (accepted, _) = listener.accept().await.expect("accept");
-        let (shared, resetter) = share(accepted);
+        let (client, shared, resetter) = connected().await;
         resetter.reset_on_close();
         drop(shared);
         let mut client = client;
