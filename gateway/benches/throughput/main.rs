@@ -12,21 +12,26 @@
 //! with 1000; last, the cost of the audit trail and `spec.limits`: Nexent search through a gateway
 //! with neither and through one with both, CPU per request side by side; and the gateway's peak
 //! memory under 100 and 300 clients that pipeline searches with about 1 MiB answers and never read.
+//! After the first table, the p99 at one connection of the nginx hop and of every gateway path is
+//! measured again over interleaved short rounds (module `tail`): the added-p99 target reads their
+//! median, as one run's p99 moves with whatever else the machine did during it.
 //! Figures are printed beside the direct baseline measured in the same run, never asserted.
 //!
 //! `bench/run.sh` runs it (and installs `wrk`); by hand: `cargo bench -p memgate-gateway --bench
 //! throughput`. `MEMGATE_BENCH_SECONDS` (default 10) is the length of each load run,
 //! `MEMGATE_BENCH_IDLE_SECONDS` (default 60, so one of the watcher's once-a-minute full reads falls
-//! inside) of each idle measurement; `MEMGATE_RELEASE_DIR` names the folder of the binaries to
-//! measure (default: the ones cargo built for this bench). For profiling one path,
-//! `MEMGATE_BENCH_ONLY=nexent|mcp-stateless|mcp-legacy|20k|1000-providers|nginx|stalled` (comma-separated)
-//! runs just those (the direct and nginx baselines always run; `nginx` alone: only them) and skips
-//! the idle part.
+//! inside) of each idle measurement; `MEMGATE_BENCH_TAIL_ROUNDS` (default 9) and
+//! `MEMGATE_BENCH_TAIL_SECONDS` (default 3) shape the p99 rounds; `MEMGATE_RELEASE_DIR` names the
+//! folder of the binaries to measure (default: the ones cargo built for this bench). For profiling
+//! one path, `MEMGATE_BENCH_ONLY=nexent|mcp-stateless|mcp-legacy|tail|20k|1000-providers|nginx|stalled`
+//! (comma-separated) runs just those (`tail`: the p99 rounds over the gateway paths selected; the
+//! direct and nginx baselines always run; `nginx` alone: only them) and skips the idle part.
 
 mod gateway;
 mod nginx;
 mod scaling;
 mod stalled;
+mod tail;
 mod upstream;
 mod wrk;
 
@@ -69,6 +74,12 @@ fn main() -> Result<()> {
     let slow = Route { upstream: &slow_upstream, provider: gateway::SLOW_PROVIDER, ..fast };
     let rows = measure_rows(work.path(), fast, slow, seconds)?;
     let load_peak = procfs::memory(gw.pid())?.peak;
+    let gateway_paths: Vec<Scenario> = Scenario::ALL.into_iter().filter(|s| s.selected() && s.is_gateway()).collect();
+    let tails = if only("tail") && !gateway_paths.is_empty() {
+        tail::run(work.path(), fast, &gateway_paths)?
+    } else {
+        Vec::new()
+    };
     let large = Route { upstream: &large_upstream, provider: gateway::LARGE_PROVIDER, ..fast };
     let scaled = scaling::run(work.path(), fast, large, seconds)?;
     let accounted = if Scenario::NexentSearch.selected() {
@@ -102,6 +113,7 @@ fn main() -> Result<()> {
     }
 
     print!("{}", report(&rows)?);
+    print!("{}", tail::report(&tails)?);
     print!("{}", scaling::report(&scaled)?);
     print!("{}", memory_report(load_peak, &idle, idle_seconds)?);
     print!("{}", audit_and_limits_report(&accounted)?);
@@ -232,6 +244,11 @@ impl Scenario {
         }
     }
 
+    /// Whether the gateway serves this path (not a baseline).
+    fn is_gateway(self) -> bool {
+        !matches!(self, Scenario::Direct | Scenario::NginxHop)
+    }
+
     fn label(self) -> &'static str {
         match self {
             Scenario::Direct => "direct to the upstream",
@@ -328,6 +345,17 @@ impl Route<'_> {
 /// One checked call, a 2 s warm-up, then `wrk` for `seconds` along `route`: its figures, with the
 /// middle process's CPU per request; fails unless every answer reached the upstream once.
 fn measure(work: &Path, case: &Case, route: Route<'_>, seconds: Duration) -> Result<wrk::Measured> {
+    measure_after(work, case, route, Duration::from_secs(2), seconds)
+}
+
+/// [`measure`] with a warm-up of `warm_up`.
+fn measure_after(
+    work: &Path,
+    case: &Case,
+    route: Route<'_>,
+    warm_up: Duration,
+    seconds: Duration,
+) -> Result<wrk::Measured> {
     let (scenario, connections, upstream) = (&case.scenario, case.connections, route.upstream);
     let nginx = route.nginx.address.to_string();
     let (url, headers, body) =
@@ -347,7 +375,7 @@ fn measure(work: &Path, case: &Case, route: Route<'_>, seconds: Duration) -> Res
         scenario.label()
     );
     let load = wrk::Load { url: &url, headers: &headers, body: &body };
-    wrk::run(work, &load, connections, Duration::from_secs(2)).context("warm-up")?;
+    wrk::run(work, &load, connections, warm_up).context("warm-up")?;
     let searches_before = upstream.searches();
     let cpu_before = route.cpu_time(*scenario)?;
     let mut measured = wrk::run(work, &load, connections, seconds)?;
@@ -399,7 +427,8 @@ fn report(rows: &[Row]) -> Result<String> {
         out,
         "Upstream answering at once, at 1 and 32 connections; then one taking {} ms per search, at {SLOW_CONNECTIONS}. \
          \"vs nginx\" is req/s over the nginx hop's at the same connections, \"CPU vs nginx\" the middle process's CPU per \
-         request over nginx's (master and workers).\n",
+         request over nginx's (master and workers). \"added p99 over nginx\" is this one run's; the issue 24 target \
+         for it is read over interleaved rounds (the next table).\n",
         SLOW_UPSTREAM.as_millis()
     )?;
     writeln!(
@@ -434,14 +463,8 @@ fn report(rows: &[Row]) -> Result<String> {
                 verdict(rate >= rate_bound),
                 verdict(cpu <= cpu_bound)
             ),
-            (_, 1, _, Some(cpu)) => {
-                let extra = peer.map_or(Duration::ZERO, |p| m.p99.saturating_sub(p.p99));
-                format!(
-                    "added p99 <= 0.3 ms: {}; CPU <= {cpu_bound}x: {}",
-                    verdict(extra <= Duration::from_micros(300)),
-                    verdict(cpu <= cpu_bound)
-                )
-            }
+            // The added-p99 target is read over interleaved rounds (module `tail`), not one run.
+            (_, 1, _, Some(cpu)) => format!("CPU <= {cpu_bound}x: {}", verdict(cpu <= cpu_bound)),
             _ => "-".to_string(),
         };
         let dash = || "-".to_string();
