@@ -18,71 +18,98 @@ use super::wire::{self, Framing, Head, Parsed};
 pub const INBOX_SIZE: usize = 8 * 1024;
 const MAX_INBOX_SIZE: usize = 64 * 1024;
 
-/// Bytes read from a connection and not used yet: `bytes[start..end]`. The vector's length is the
-/// buffer's size (zeroed once, when it grows, not before every read).
+/// Bytes read from a connection and not used yet: `bytes[start..]`. The vector's capacity is the
+/// buffer's size; reads append into its spare capacity, so no byte of it is ever zeroed.
 pub(super) struct Inbox {
     bytes: Vec<u8>,
     start: usize,
-    end: usize,
 }
 
 impl Inbox {
     pub(super) fn new() -> Inbox {
-        Inbox { bytes: vec![0; INBOX_SIZE], start: 0, end: 0 }
+        Inbox { bytes: Vec::with_capacity(INBOX_SIZE), start: 0 }
     }
 
     /// Nothing read is left unused.
     pub(super) fn is_empty(&self) -> bool {
-        self.start == self.end
+        self.start == self.bytes.len()
     }
 
     /// Back to [`INBOX_SIZE`] (when empty): a pooled connection keeps only that.
     pub(super) fn shrink(&mut self) {
-        if self.bytes.len() > INBOX_SIZE && self.is_empty() {
-            self.bytes.truncate(INBOX_SIZE);
-            self.bytes.shrink_to_fit();
+        if self.bytes.capacity() > INBOX_SIZE && self.is_empty() {
+            self.bytes.clear();
+            self.start = 0;
+            self.bytes.shrink_to(INBOX_SIZE);
         }
     }
 
     fn unread(&self) -> &[u8] {
-        &self.bytes[self.start..self.end]
+        &self.bytes[self.start..]
     }
 
     fn consume(&mut self, count: usize) {
         self.start += count;
-        if self.start >= self.end {
-            (self.start, self.end) = (0, 0);
+        if self.start >= self.bytes.len() {
+            self.bytes.clear();
+            self.start = 0;
         }
     }
 
-    /// Room to read into after the unread bytes: they are moved to the front, or the buffer
-    /// doubled (up to [`MAX_INBOX_SIZE`]), when it is full. Empty only when [`MAX_INBOX_SIZE`]
+    /// Make room to read into after the unread bytes: they are moved to the front, or the buffer
+    /// doubled (up to [`MAX_INBOX_SIZE`]), when it is full. `false` only when [`MAX_INBOX_SIZE`]
     /// unread bytes are buffered.
-    fn room(&mut self) -> &mut [u8] {
-        if self.end == self.bytes.len() {
+    fn make_room(&mut self) -> bool {
+        if self.bytes.len() == self.bytes.capacity() {
             if self.start > 0 {
-                self.bytes.copy_within(self.start..self.end, 0);
-                (self.start, self.end) = (0, self.end - self.start);
+                self.bytes.drain(..self.start);
+                self.start = 0;
             } else {
                 self.grow();
             }
         }
-        &mut self.bytes[self.end..]
+        self.bytes.len() < self.bytes.capacity()
     }
 
-    /// `count` bytes were read into [`Inbox::room`]; a read that filled all of it doubles the
-    /// buffer for the next (a large body is read in fewer, larger reads, as hyper's adaptive
-    /// read buffer does).
+    /// `count` bytes were read; a read that filled the buffer doubles it for the next (a large
+    /// body is read in fewer, larger reads, as hyper's adaptive read buffer does).
     fn filled(&mut self, count: usize) {
-        self.end += count;
-        if self.end == self.bytes.len() && count > 0 {
+        if self.bytes.len() == self.bytes.capacity() && count > 0 {
             self.grow();
         }
     }
 
     fn grow(&mut self) {
-        let size = (self.bytes.len() * 2).min(MAX_INBOX_SIZE);
-        self.bytes.resize(size, 0);
+        let size = (self.bytes.capacity() * 2).min(MAX_INBOX_SIZE);
+        self.bytes.reserve_exact(size.saturating_sub(self.bytes.len()));
+    }
+}
+
+/// Where the bytes of a body go as they are read.
+pub(super) trait BodySink {
+    /// Take the next run of the body's bytes; an error ends the read.
+    fn push(&mut self, chunk: &[u8]) -> Result<(), EngineError>;
+
+    /// A buffer to read the next `left` bytes of the body straight into, instead of through the
+    /// inbox and [`BodySink::push`] (no copy, and no inbox grown for a large body): only where the
+    /// bytes appended are checked already, as a body of declared length is against its cap when
+    /// its buffer is reserved. A read appends at most the buffer's spare capacity, so it is used
+    /// only when that is at most `left` (else the read could take bytes past the body's end).
+    fn direct(&mut self, left: u64) -> Option<&mut Vec<u8>> {
+        let _ = left;
+        None
+    }
+}
+
+/// `buffer` for [`BodySink::direct`] when its spare capacity is not empty and at most `left`.
+pub(super) fn spare_within(buffer: &mut Vec<u8>, left: u64) -> Option<&mut Vec<u8>> {
+    let spare = buffer.capacity() - buffer.len();
+    (spare > 0 && spare as u64 <= left).then_some(buffer)
+}
+
+impl<F: FnMut(&[u8]) -> Result<(), EngineError>> BodySink for F {
+    fn push(&mut self, chunk: &[u8]) -> Result<(), EngineError> {
+        self(chunk)
     }
 }
 
@@ -110,17 +137,13 @@ impl<S: AsyncRead + Unpin> AnswerReader<'_, S> {
     /// Read the body `head` frames, handing each run of its bytes to `sink` (whose error ends the
     /// read). `true` when the connection may carry another request: the answer allows it and
     /// nothing unasked follows its end.
-    pub(super) async fn body(
-        &mut self,
-        head: &Head,
-        mut sink: impl FnMut(&[u8]) -> Result<(), EngineError>,
-    ) -> Result<bool, EngineError> {
+    pub(super) async fn body(&mut self, head: &Head, sink: &mut impl BodySink) -> Result<bool, EngineError> {
         match head.framing {
-            Framing::Length(length) => self.exact(length, &mut sink).await?,
-            Framing::Chunked => self.chunked(&mut sink).await?,
+            Framing::Length(length) => self.exact(length, sink).await?,
+            Framing::Chunked => self.chunked(sink).await?,
             Framing::UntilClose => loop {
                 let unread = self.inbox.unread();
-                sink(unread)?;
+                sink.push(unread)?;
                 let read = unread.len();
                 self.inbox.consume(read);
                 if self.fill().await? == 0 {
@@ -131,30 +154,42 @@ impl<S: AsyncRead + Unpin> AnswerReader<'_, S> {
         Ok(head.reusable && self.inbox.is_empty())
     }
 
-    /// `length` bytes of body, to `sink`.
-    async fn exact(
-        &mut self,
-        mut length: u64,
-        sink: &mut impl FnMut(&[u8]) -> Result<(), EngineError>,
-    ) -> Result<(), EngineError> {
+    /// `length` bytes of body, to `sink`: what the inbox holds of them, then the rest straight
+    /// into the sink's buffer where it offers one ([`BodySink::direct`]), else through the inbox.
+    async fn exact(&mut self, mut length: u64, sink: &mut impl BodySink) -> Result<(), EngineError> {
         loop {
             let unread = self.inbox.unread();
             let take = usize::try_from(length).map_or(unread.len(), |length| length.min(unread.len()));
             if take > 0 {
-                sink(&unread[..take])?;
+                sink.push(&unread[..take])?;
                 self.inbox.consume(take);
                 length -= take as u64;
             }
             if length == 0 {
                 return Ok(());
             }
-            self.more().await?;
+            match sink.direct(length) {
+                Some(buffer) => length -= self.read_into(buffer).await?,
+                None => self.more().await?,
+            }
+        }
+    }
+
+    /// One read from the socket appended to `buffer` (into its spare capacity, which must not be
+    /// empty): how many bytes. The upstream closing here is [`EngineError::Transport`].
+    async fn read_into(&mut self, buffer: &mut Vec<u8>) -> Result<u64, EngineError> {
+        if buffer.capacity() == buffer.len() {
+            return Err(EngineError::Transport);
+        }
+        match self.socket.read_buf(buffer).await {
+            Ok(0) | Err(_) => Err(EngineError::Transport),
+            Ok(read) => Ok(read as u64),
         }
     }
 
     /// A chunked body (RFC 9112 §7.1) to `sink`: each chunk's data, then the trailers, read and
     /// dropped (they carry nothing the engine reads).
-    async fn chunked(&mut self, sink: &mut impl FnMut(&[u8]) -> Result<(), EngineError>) -> Result<(), EngineError> {
+    async fn chunked(&mut self, sink: &mut impl BodySink) -> Result<(), EngineError> {
         let mut extensions = 0;
         loop {
             let line = loop {
@@ -214,11 +249,10 @@ impl<S: AsyncRead + Unpin> AnswerReader<'_, S> {
     /// One read from the socket into the inbox: how many bytes (0 when the upstream closed).
     /// Fails when [`MAX_INBOX_SIZE`] unread bytes are already buffered (a head that long).
     async fn fill(&mut self) -> Result<usize, EngineError> {
-        let room = self.inbox.room();
-        if room.is_empty() {
+        if !self.inbox.make_room() {
             return Err(EngineError::Transport);
         }
-        let read = self.socket.read(room).await.map_err(|_| EngineError::Transport)?;
+        let read = self.socket.read_buf(&mut self.inbox.bytes).await.map_err(|_| EngineError::Transport)?;
         self.inbox.filled(read);
         Ok(read)
     }
@@ -240,19 +274,49 @@ pub fn read_from_pieces(pieces: &[&[u8]]) -> PiecesAnswer {
     let read = async {
         let mut reader = AnswerReader { socket: &mut socket, inbox: &mut inbox };
         let head = reader.head().await?;
-        let mut body = Vec::new();
-        let reusable = reader
-            .body(&head, |chunk| {
-                body.extend_from_slice(chunk);
-                Ok(())
-            })
-            .await?;
-        Ok((head.status, body, reusable))
+        let mut body = Collected::for_framing(&head.framing);
+        let reusable = reader.body(&head, &mut body).await?;
+        Ok((head.status, body.bytes, reusable))
     };
     // Reads from memory never wait: one poll finishes the read.
     match pin!(read).poll(&mut Context::from_waker(Waker::noop())) {
         Poll::Ready(answer) => answer,
         Poll::Pending => Err(EngineError::Timeout),
+    }
+}
+
+/// The body [`read_from_pieces`] reads, as the engine reads one: a body of declared length (up
+/// to [`MAX_COLLECTED_RESERVE`]) into a buffer reserved for all of it, the rest read straight into
+/// it ([`BodySink::direct`]); any other through the inbox.
+struct Collected {
+    bytes: Vec<u8>,
+    declared: bool,
+}
+
+/// The most [`Collected`] reserves for a declared length (a declared length may be any number).
+const MAX_COLLECTED_RESERVE: u64 = 1024 * 1024;
+
+impl Collected {
+    fn for_framing(framing: &Framing) -> Collected {
+        match *framing {
+            Framing::Length(length) if length <= MAX_COLLECTED_RESERVE => {
+                let mut bytes = Vec::new();
+                bytes.reserve_exact(usize::try_from(length).unwrap_or(0));
+                Collected { bytes, declared: true }
+            }
+            _ => Collected { bytes: Vec::new(), declared: false },
+        }
+    }
+}
+
+impl BodySink for Collected {
+    fn push(&mut self, chunk: &[u8]) -> Result<(), EngineError> {
+        self.bytes.extend_from_slice(chunk);
+        Ok(())
+    }
+
+    fn direct(&mut self, left: u64) -> Option<&mut Vec<u8>> {
+        if self.declared { spare_within(&mut self.bytes, left) } else { None }
     }
 }
 
@@ -385,8 +449,54 @@ mod tests {
         let mut inbox = Inbox::new();
         inbox.grow();
         inbox.grow();
-        assert_eq!(inbox.bytes.len(), 4 * INBOX_SIZE);
+        assert_eq!(inbox.bytes.capacity(), 4 * INBOX_SIZE);
         inbox.shrink();
-        assert_eq!(inbox.bytes.len(), INBOX_SIZE);
+        assert_eq!(inbox.bytes.capacity(), INBOX_SIZE);
+    }
+
+    /// Reads `pieces` as the engine reads an answer, into a [`Collected`] body: the status, the
+    /// body, whether the connection may be kept, the inbox's size at the end and the bytes the
+    /// socket still holds.
+    fn read_collected(pieces: &[&[u8]]) -> (u16, Vec<u8>, bool, usize, Vec<u8>) {
+        let mut socket = Pieces { pieces, at: 0 };
+        let mut inbox = Inbox::new();
+        let read = async {
+            let mut reader = AnswerReader { socket: &mut socket, inbox: &mut inbox };
+            let head = reader.head().await.expect("a head");
+            let mut body = Collected::for_framing(&head.framing);
+            let reusable = reader.body(&head, &mut body).await.expect("a body");
+            (head.status, body.bytes, reusable)
+        };
+        let Poll::Ready((status, body, reusable)) = pin!(read).poll(&mut Context::from_waker(Waker::noop())) else {
+            panic!("reading from memory waited");
+        };
+        let left: Vec<u8> = socket.pieces.concat().get(socket.at..).unwrap_or_default().to_vec();
+        (status, body, reusable, inbox.bytes.capacity(), left)
+    }
+
+    #[test]
+    fn the_rest_of_a_declared_body_is_read_straight_into_its_buffer() {
+        // The head and the body's first bytes in one read, the rest (20 KiB, more than the inbox
+        // holds) in reads of up to 16 KiB: none of it passes through the inbox, which never grows
+        // (read through it, the first such read fills it and it doubles).
+        let body = "y".repeat(20 * 1024);
+        let head = format!("HTTP/1.1 200 OK\r\ncontent-length: {}\r\n\r\n{}", body.len(), &body[..100]);
+        let mut pieces: Vec<&[u8]> = vec![head.as_bytes()];
+        pieces.extend(body.as_bytes()[100..].chunks(16 * 1024));
+        let (status, read, reusable, inbox_size, left) = read_collected(&pieces);
+        assert_eq!((status, read.as_slice(), reusable), (200, body.as_bytes(), true));
+        assert_eq!(inbox_size, INBOX_SIZE, "the body went through the inbox");
+        assert!(left.is_empty());
+    }
+
+    #[test]
+    fn a_straight_read_takes_no_byte_past_the_body() {
+        // Unasked bytes right after the body, in the same read: the straight read stops at the
+        // body's end and leaves them in the socket (where the pool's idle check finds them before
+        // the connection carries another request: `http1::still_open`).
+        let pieces: [&[u8]; 2] = [b"HTTP/1.1 200 OK\r\ncontent-length: 8\r\n\r\nab", b"cdefghHTTP/1.1 200 OK\r\n\r\n"];
+        let (status, read, _, _, left) = read_collected(&pieces);
+        assert_eq!((status, read.as_slice()), (200, b"abcdefgh".as_slice()));
+        assert_eq!(left, b"HTTP/1.1 200 OK\r\n\r\n");
     }
 }

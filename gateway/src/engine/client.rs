@@ -27,6 +27,7 @@ use tokio::time::{Instant, timeout_at};
 
 use memgate_crds::validation::destination::Placement;
 
+use super::answer::{BodySink, spare_within};
 use super::destination::{GuardedResolver, refused_url};
 use super::error::EngineError;
 use super::http1::Http1Pool;
@@ -275,7 +276,7 @@ impl Engine {
         };
         let read = async {
             let mut capped = CappedBody::new(declared, held)?;
-            lease.read_body(&head, |chunk| capped.push(chunk)).await?;
+            lease.read_body(&head, &mut capped).await?;
             Ok(capped.finish())
         };
         let body = read.await;
@@ -390,6 +391,12 @@ impl<'a> CappedBody<'a> {
         self.held.map_or(Ok(None), |held| held.take(Some(length)).map_err(|_| EngineError::HeldFull))
     }
 
+    fn finish(self) -> (Vec<u8>, Option<OwnedSemaphorePermit>) {
+        (self.body, self.share)
+    }
+}
+
+impl BodySink for CappedBody<'_> {
     fn push(&mut self, chunk: &[u8]) -> Result<(), EngineError> {
         if self.body.len() + chunk.len() > MAX_RESPONSE_BYTES {
             return Err(EngineError::TooLarge);
@@ -401,8 +408,10 @@ impl<'a> CappedBody<'a> {
         Ok(())
     }
 
-    fn finish(self) -> (Vec<u8>, Option<OwnedSemaphorePermit>) {
-        (self.body, self.share)
+    /// A declared body's buffer was reserved for all of it (within the cap, its held bytes
+    /// counted): the rest of it is read straight in.
+    fn direct(&mut self, left: u64) -> Option<&mut Vec<u8>> {
+        if self.declared { spare_within(&mut self.body, left) } else { None }
     }
 }
 

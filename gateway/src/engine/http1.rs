@@ -30,7 +30,7 @@ use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 use tokio::time::Instant;
 
-use super::answer::{AnswerReader, Inbox};
+use super::answer::{AnswerReader, BodySink, Inbox};
 use super::destination::allowed_addresses;
 use super::error::EngineError;
 use super::wire::{Framing, Head};
@@ -164,11 +164,7 @@ impl Lease {
 
     /// Read the body `head` frames, handing each run of its bytes to `sink` (whose error ends the
     /// read). Once it has ended, the connection is released to the pool if the answer allows.
-    pub(super) async fn read_body(
-        &mut self,
-        head: &Head,
-        sink: impl FnMut(&[u8]) -> Result<(), EngineError>,
-    ) -> Result<(), EngineError> {
+    pub(super) async fn read_body(&mut self, head: &Head, sink: &mut impl BodySink) -> Result<(), EngineError> {
         self.clean = self.reader().body(head, sink).await?;
         Ok(())
     }
@@ -184,11 +180,11 @@ impl Lease {
             Framing::Length(_) | Framing::UntilClose => return,
         }
         let mut read = 0;
-        let discard = |chunk: &[u8]| {
+        let mut discard = |chunk: &[u8]| {
             read += chunk.len();
             if read > MAX_DISCARDED_BYTES { Err(EngineError::TooLarge) } else { Ok(()) }
         };
-        if self.read_body(&head, discard).await.is_ok() {
+        if self.read_body(&head, &mut discard).await.is_ok() {
             self.release();
         }
     }
