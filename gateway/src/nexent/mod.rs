@@ -366,7 +366,7 @@ fn results_size(results: &[SearchResult<'_>]) -> usize {
 
 /// `results` as JSON, the bytes serde_json writes for them (held equal by the tests), written
 /// straight into one buffer of about their length: no serializer state per field, the strings
-/// escaped eight plain bytes at a time. Grown and shrunk as [`render_json`] does.
+/// escaped a block of plain bytes at a time. Grown and shrunk as [`render_json`] does.
 fn render_results(results: &[SearchResult<'_>]) -> Vec<u8> {
     let mut out = String::with_capacity(results_size(results));
     out.push('[');
