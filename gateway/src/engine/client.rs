@@ -652,6 +652,31 @@ mod tests {
         }
     }
 
+    /// A body longer than the read buffer has its end read straight into its own buffer
+    /// (`answer::BodySink::direct`): its connection is pooled and reused, unless the upstream
+    /// sent unasked bytes behind the body, which stay in the socket; the lease's idle check finds
+    /// them (tokio keeps the socket readable after a read that filled its buffer) and the next
+    /// call opens a new connection.
+    #[tokio::test]
+    async fn bytes_behind_a_body_read_straight_keep_its_connection_out_of_the_pool() {
+        let body = format!("{{\"results\":[]}}{}", " ".repeat(20 * 1024));
+        let head = format!("HTTP/1.1 200 OK\r\ncontent-length: {}\r\n\r\n", body.len());
+        for (behind, expected) in [("", [0, 0, 0]), ("HTTP/1.1 200 OK\r\n\r\n", [0, 1, 2])] {
+            let answer: &'static str = Box::leak(format!("{head}{body}{behind}").into_boxed_str());
+            let (url, seen) = recording_server(answer, 3).await;
+            let engine = Engine::new(EngineConfig::default()).expect("engine");
+            for _ in 0..3 {
+                let (read, _) =
+                    engine.fetch_driven(upstream_request(SearchMethod::Post, &url, "search")).await.expect("answer");
+                assert_eq!(read, body.as_bytes(), "{behind:?}");
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            let connections: Vec<usize> =
+                seen.lock().expect("seen").iter().map(|(connection, _)| *connection).collect();
+            assert_eq!(connections, expected, "{behind:?}");
+        }
+    }
+
     /// On connection threads a pooled connection is leased only by calls on the thread whose
     /// reactor it belongs to: calls alternating between two threads keep one connection each
     /// (one shared connection would have its thread wake the other for every answer).
