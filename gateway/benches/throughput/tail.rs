@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 
-use crate::{Case, Route, Scenario, measure_after, wrk};
+use crate::{Case, Route, Scenario, measure_after};
 
 /// Rounds, unless `MEMGATE_BENCH_TAIL_ROUNDS` says otherwise (an odd count has a middle round).
 const ROUNDS: usize = 9;
@@ -48,8 +48,7 @@ pub fn run(work: &Path, route: Route<'_>, paths: &[Scenario]) -> Result<Vec<Tail
         for turn in 0..count {
             let tail = &mut tails[(round + turn) % count];
             let case = Case { scenario: tail.path, connections: 1, slow: false };
-            let measured: wrk::Measured = measure_after(work, &case, route, WARM_UP, seconds)?;
-            tail.p99s.push(measured.p99);
+            tail.p99s.push(measure_after(work, &case, route, WARM_UP, seconds)?.p99);
         }
         eprintln!(
             "p99 round {}/{rounds}: {}",

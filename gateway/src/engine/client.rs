@@ -655,7 +655,8 @@ mod tests {
     /// A body longer than the read buffer has its end read straight into its own buffer
     /// (`answer::BodySink::direct`): its connection is pooled and reused, unless the upstream
     /// sent unasked bytes behind the body, which stay in the socket; the lease's idle check finds
-    /// them (tokio keeps the socket readable after a read that filled its buffer) and the next
+    /// them (tokio 1.54.1 `io/poll_evented.rs` clears readiness only after a short read or
+    /// `WouldBlock`, so the socket stays readable after a read that filled its buffer) and the next
     /// call opens a new connection.
     #[tokio::test]
     async fn bytes_behind_a_body_read_straight_keep_its_connection_out_of_the_pool() {
